@@ -1,0 +1,179 @@
+"""Building the generated notebooks from the hand-edited solutions.
+
+``solutions/<lab>.ipynb``  ->  ``labs/<lab>.ipynb``            (solution regions become stubs)
+                           ->  ``grader/examples/<lab>/*.ipynb`` (one realistic mistake each)
+
+``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
+left behind, a committed notebook carries outputs, or a task heading disagrees with the declaration.
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from grader import notebook
+from grader.examples import Mistake
+from grader.markers import MarkerError, has_markers, remove_markers, stub_regions
+from grader.run import REPO
+from util.contract import Lab
+
+SOLUTIONS, LABS, EXAMPLES = REPO / "solutions", REPO / "labs", REPO / "grader" / "examples"
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    path: Path
+    text: str
+
+
+def mistakes(lab: Lab) -> tuple[Mistake, ...]:
+    """The example submissions declared for ``lab`` in ``grader/examples/<lab>.py`` (may be none)."""
+    try:
+        module = importlib.import_module(f"grader.examples.{lab.name}")
+    except ModuleNotFoundError:
+        return ()
+    return tuple(module.MISTAKES)
+
+
+def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
+    """Problems with the solution notebook itself."""
+    problems = []
+    where = f"solutions/{lab.notebook}"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+            problems.append(f"{where}: cell {index} has outputs; clear them before committing "
+                            "(python -m grader build --clean-solutions)")
+            break
+    found = notebook.headings(nb)
+    ids = [h[0] for h in found.values()]
+    for task in lab.tasks:
+        matches = [h for h in found.values() if h[0] == task.id]
+        if len(matches) != 1:
+            problems.append(f"{where}: expected one heading '## Task {task.id}: ...', found {len(matches)}")
+            continue
+        _, title, points = matches[0]
+        if title != task.title or float(points) != task.max_points:
+            problems.append(f"{where}: heading says 'Task {task.id}: {title} ({points} points)' but the "
+                            f"declaration says '{task.title} ({task.max_points:g} points)'")
+    declared = {t.id for t in lab.tasks}
+    problems += [f"{where}: heading for undeclared task {i}" for i in ids if i not in declared]
+    return problems
+
+
+def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The lab as students get it: stubs for solution regions, no outputs."""
+    nb = notebook.strip_outputs(copy.deepcopy(nb))
+    titles = {t.id: t.title for t in lab.tasks}
+    for index, (cell, task_id) in enumerate(zip(nb.cells, notebook.cell_tasks(nb))):
+        if cell.cell_type == "code":
+            cell.source = stub_regions(cell.source, task_id, titles.get(task_id), f"{lab.notebook} cell {index}")
+        elif has_markers(cell.source):
+            raise MarkerError(f"{lab.notebook} cell {index}: solution markers in a {cell.cell_type} cell")
+    return nb
+
+
+def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake) -> nbformat.NotebookNode:
+    """The solution with ``mistake`` applied and the markers removed, as a student would submit it."""
+    nb = notebook.strip_outputs(copy.deepcopy(nb))
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for old, new in mistake.replacements:
+        hits = [c for c in code if old in c.source]
+        total = sum(c.source.count(old) for c in hits)
+        if total != 1:
+            raise ValueError(f"example {lab.name}/{mistake.name}: {old[:50]!r} occurs {total} times in "
+                             f"solutions/{lab.notebook}; it must occur exactly once")
+        hits[0].source = hits[0].source.replace(old, new)
+    for index, cell in enumerate(code):
+        cell.source = remove_markers(cell.source, f"{mistake.name} cell {index}")
+    return nb
+
+
+def outputs(lab: Lab) -> list[BuildOutput]:
+    """Every file the build writes for ``lab``, in memory."""
+    nb = notebook.read(SOLUTIONS / lab.notebook)
+    problems = validate_solution(lab, nb)
+    if problems:
+        raise ValueError("\n".join(problems))
+    out = [BuildOutput(LABS / lab.notebook, notebook.dumps(student_copy(lab, nb)))]
+    for mistake in mistakes(lab):
+        out.append(BuildOutput(EXAMPLES / lab.name / f"{mistake.name}.ipynb",
+                               notebook.dumps(example_copy(lab, nb, mistake))))
+    return out
+
+
+def build(lab: Lab) -> list[Path]:
+    """Write the generated files of ``lab``; return the paths that changed."""
+    changed = []
+    for item in outputs(lab):
+        if not item.path.exists() or item.path.read_text(encoding="utf-8") != item.text:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            item.path.write_text(item.text, encoding="utf-8")
+            changed.append(item.path)
+    return changed
+
+
+def check(lab: Lab) -> list[str]:
+    """Why the committed generated files of ``lab`` are not what the build would write (empty if fresh)."""
+    try:
+        items = outputs(lab)
+    except (ValueError, MarkerError) as exc:
+        return [str(exc)]
+    problems = []
+    for item in items:
+        rel = item.path.relative_to(REPO)
+        if not item.path.exists():
+            problems.append(f"{rel} is missing: run `python -m grader build`")
+        elif item.path.read_text(encoding="utf-8") != item.text:
+            problems.append(f"{rel} is stale: run `python -m grader build`")
+        elif has_markers(item.path.read_text(encoding="utf-8")):
+            problems.append(f"{rel} still contains a solution marker")
+    expected = {item.path for item in items}
+    folder = EXAMPLES / lab.name
+    if folder.is_dir():
+        problems += [f"{p.relative_to(REPO)} is not declared in grader/examples/{lab.name}.py; delete it"
+                     for p in sorted(folder.glob("*.ipynb")) if p not in expected]
+    return problems
+
+
+def clean_solution(lab: Lab) -> bool:
+    """Strip outputs from the solution notebook in place; True if it changed."""
+    path = SOLUTIONS / lab.notebook
+    before = path.read_text(encoding="utf-8")
+    after = notebook.dumps(notebook.strip_outputs(notebook.read(path)))
+    if after != before:
+        path.write_text(after, encoding="utf-8")
+    return after != before
+
+
+def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = False) -> int:
+    """``python -m grader build``: write (or with ``check_only`` verify) the generated notebooks."""
+    import sys
+
+    if clean_solutions:
+        for lab in labs:
+            if clean_solution(lab):
+                print(f"cleared outputs in solutions/{lab.notebook}")
+    if check_only:
+        problems = [p for lab in labs for p in check(lab)]
+        for problem in problems:
+            print(f"build --check: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"build --check: {', '.join(l.name for l in labs)} up to date")
+        return 1 if problems else 0
+    status = 0
+    for lab in labs:
+        try:
+            changed = build(lab)
+        except (ValueError, MarkerError) as exc:
+            print(f"build: {lab.name}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        for path in changed:
+            print(f"wrote {path.relative_to(REPO)}")
+        if not changed:
+            print(f"{lab.name}: up to date")
+    return status

@@ -1,0 +1,51 @@
+"""Command line: ``python -m grader {grade,build,regen}``. This module only parses arguments."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from util.tasks import LABS, get_lab
+
+
+def _labs(name: str | None):
+    return [get_lab(name)] if name else list(LABS.values())
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grader", description="Autograder for the course's labs.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="grade submitted notebooks and print the gradebook")
+    g.add_argument("paths", nargs="+", type=Path, help="notebooks, or folders to search for .ipynb files")
+    g.add_argument("--out", type=Path, default=Path("build/gradebook"), help="where results go (default: %(default)s)")
+    g.add_argument("--lab", choices=list(LABS), help="grade against this lab (default: read from each notebook)")
+    g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    b = sub.add_parser("build", help="generate labs/ and example submissions from solutions/")
+    b.add_argument("--check", action="store_true", help="fail if generated files are stale; write nothing")
+    b.add_argument("--lab", choices=list(LABS))
+    b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
+
+    r = sub.add_parser("regen", help="regenerate reference answers by running the solutions")
+    r.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
+    r.add_argument("--lab", choices=list(LABS))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.command == "grade":
+        from grader import grade
+        return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
+                          progress=not args.no_progress)
+    if args.command == "build":
+        from grader import build
+        return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
+    from grader import references
+    return references.main(labs=_labs(args.lab), check_only=args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""One graded run of a notebook: a scratch copy, a fresh kernel, the hidden cases, the exports.
+
+Grading and reference regeneration both go through :func:`run_notebook`, so the references are
+produced by exactly the path that grades the students.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from grader.execute import Execution, execute
+from util.answers import OUTPUT_DIR_ENV, read_answers
+from util.contract import Lab
+from util.hidden import cell_source
+
+REPO = Path(__file__).resolve().parent.parent
+"""The course repository (so the kernel imports this ``util`` even without an install)."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run of a notebook produced."""
+
+    answers: dict[str, Any]
+    """Task id -> exported answer."""
+    cases: dict[str, dict[str, Any]]
+    """Task id -> case id -> record written by ``util.hidden.run_cases``."""
+    execution: Execution
+    """How the execution went."""
+    notebook: nbformat.NotebookNode
+    """The executed notebook, with outputs (for instructors to read)."""
+
+
+def kernel_env(output_dir: Path) -> dict[str, str]:
+    """The graded kernel's environment: answers go to ``output_dir``; plots never open a window."""
+    env = dict(os.environ)
+    env[OUTPUT_DIR_ENV] = str(output_dir)
+    env["MPLBACKEND"] = "Agg"
+    env["PYTHONHASHSEED"] = "0"
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | None = None,
+                 notebook_timeout: int | None = None) -> Run:
+    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    scratch = Path(tempfile.mkdtemp(prefix=f"grade-{lab.name}-"))
+    try:
+        answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
+        execution = execute(
+            nb, scratch, kernel_env(answers_dir),
+            cell_timeout=cell_timeout or lab.cell_timeout,
+            notebook_timeout=notebook_timeout or lab.notebook_timeout,
+            extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
+            extra_timeout=lab.hidden_timeout)
+        try:
+            cases = json.loads(cases_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cases = {}
+        return Run(read_answers(answers_dir), cases, execution, nb)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,108 @@
+"""Answers as JSON: turning a student's result into plain JSON values, and where they are written.
+
+Answers are exported one file per task (``<output dir>/<task id>.json``), written atomically, so a
+notebook that raises halfway keeps everything it exported before. No pickle: JSON only.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+OUTPUT_DIR_ENV = "COURSE_OUTPUT_DIR"
+"""The grader points this variable at a scratch folder; students get ``./outputs/<lab>/``."""
+
+
+class AnswerError(TypeError):
+    """An answer holds a value that cannot be exported as JSON."""
+
+
+def to_jsonable(value: Any, path: str = "answer") -> Any:
+    """Convert ``value`` to plain JSON types (dict, list, str, int, float, bool, None).
+
+    Understands tuples, ``torch.Size``, tensors and numpy arrays (as nested lists), numpy and torch
+    scalars, dtypes (as their name) and dataclasses. Anything else raises :class:`AnswerError` naming
+    where in the answer the odd value sits, e.g. ``answer['by_type']['Conv2d']``.
+    """
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise AnswerError(f"{path} is {value}; JSON cannot hold NaN or infinity")
+        return float(value)
+    if isinstance(value, Mapping):
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, (str, int)):
+                raise AnswerError(f"{path} has a key of type {type(key).__name__}; use str keys")
+            out[str(key)] = to_jsonable(item, f"{path}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if hasattr(value, "__dataclass_fields__"):
+        import dataclasses
+        return to_jsonable(dataclasses.asdict(value), path)
+    module = type(value).__module__
+    if module.startswith("torch"):
+        import torch
+        if isinstance(value, torch.dtype):
+            return str(value).removeprefix("torch.")
+        if isinstance(value, torch.Tensor):
+            return to_jsonable(value.detach().cpu().tolist(), path)
+    if module.startswith("numpy"):
+        import numpy as np
+        if isinstance(value, np.ndarray):
+            return to_jsonable(value.tolist(), path)
+        if isinstance(value, np.generic):
+            return to_jsonable(value.item(), path)
+        if isinstance(value, np.dtype):
+            return str(value)
+    raise AnswerError(f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot "
+                      "be exported; convert it to int, float, str, list or dict")
+
+
+def output_dir(lab_name: str) -> Path:
+    """Where this notebook's answers go: ``$COURSE_OUTPUT_DIR`` if set, else ``./outputs/<lab>/``."""
+    root = os.environ.get(OUTPUT_DIR_ENV)
+    return Path(root) if root else Path.cwd() / "outputs" / lab_name
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON atomically: readers see the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=1, sort_keys=True)
+            handle.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_answer(directory: Path, task_id: str, value: Any) -> Path:
+    """Export one task's answer (already JSON-able) as ``<directory>/<task_id>.json``."""
+    path = directory / f"{task_id}.json"
+    write_json(path, {"task": task_id, "value": value})
+    return path
+
+
+def read_answers(directory: Path) -> dict[str, Any]:
+    """Every answer exported to ``directory``: task id -> value. Unreadable files are skipped."""
+    answers: dict[str, Any] = {}
+    if not directory.is_dir():
+        return answers
+    for path in sorted(directory.glob("*.json")):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            answers[str(record["task"])] = record["value"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    return answers

@@ -1,0 +1,120 @@
+"""The task contract: every lab declares its tasks once, with these dataclasses.
+
+One declaration (``util/tasks/labN.py``) drives three things:
+
+* the notebook: ``util.submit("1.4", value)`` looks the task up here to print a titled block
+  and to check the *shape* of the answer (never its correctness);
+* the grader: points, tolerance and the hidden cases it calls the student's functions on;
+* reference regeneration: the grader runs the solution through the same path and stores what it got.
+
+Nobody types an expected value: references are always produced by running the solution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How closely a float must match its reference. Integers, strings and shapes always match exactly."""
+
+    rtol: float = 0.0
+    """Relative tolerance: ``|actual - expected| <= atol + rtol * |expected|``."""
+    atol: float = 0.0
+    """Absolute tolerance, for values that should be near zero."""
+
+    def describe(self) -> str:
+        """A short phrase for feedback, e.g. ``exact`` or ``within rtol=1e-04``."""
+        if not self.rtol and not self.atol:
+            return "exact"
+        parts = [f"rtol={self.rtol:g}"] if self.rtol else []
+        parts += [f"atol={self.atol:g}"] if self.atol else []
+        return "within " + ", ".join(parts)
+
+
+EXACT = Tolerance()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One call the grader makes to a student's function on an input the notebook may never show."""
+
+    id: str
+    """Stable, readable name, e.g. ``resnet18@1x3x224x224``; shown in feedback."""
+    spec: Mapping[str, Any]
+    """JSON-able description of the input, handed to the task's ``run_case``."""
+    points: float
+    """Points this case is worth."""
+    hidden: bool = True
+    """Hidden cases never reveal the expected value in feedback."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One graded task of a lab."""
+
+    id: str
+    """``"<lab number>.<task number>"``, e.g. ``"1.4"``; unique across the course."""
+    title: str
+    """Short title, printed above the student's result and in the gradebook."""
+    points: float
+    """Points for the answer the notebook exports with ``util.submit`` (the public case)."""
+    answer: str
+    """What ``util.submit`` expects, in the student's words (shown when the shape is wrong)."""
+    keys: tuple[str, ...] = ()
+    """For dict answers: the keys the answer must have (checked when it is exported)."""
+    tolerance: Tolerance = EXACT
+    """How floats inside the answer and the case results are compared."""
+    function: str | None = None
+    """Name of the student's function that the hidden cases call, e.g. ``"count_macs"``."""
+    run_case: Callable[[Callable, Mapping[str, Any]], Any] | None = None
+    """``run_case(student_function, case.spec) -> value``; builds the input and calls the function."""
+    cases: tuple[Case, ...] = ()
+    """Cases the grader runs ``function`` on, after the notebook has run."""
+
+    @property
+    def max_points(self) -> float:
+        """Public answer plus every case."""
+        return self.points + sum(case.points for case in self.cases)
+
+    def __post_init__(self) -> None:
+        if self.cases and (self.function is None or self.run_case is None):
+            raise ValueError(f"task {self.id} has cases but no function/run_case to run them")
+        ids = [case.id for case in self.cases]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"task {self.id} has duplicate case ids: {ids}")
+
+
+@dataclass(frozen=True)
+class Lab:
+    """A lab: one solution notebook, its generated student copy, and its tasks."""
+
+    name: str
+    """Short name used on the command line and in file names, e.g. ``"lab1"``."""
+    title: str
+    """Human title, e.g. ``"PyTorch model analysis"``."""
+    notebook: str
+    """File name shared by ``solutions/`` and ``labs/``, e.g. ``"lab1_pytorch_analysis.ipynb"``."""
+    tasks: tuple[Task, ...]
+    """Tasks in notebook order."""
+    cell_timeout: int = 300
+    """Seconds one cell may run when graded."""
+    notebook_timeout: int = 900
+    """Seconds the whole notebook, hidden cases included, may run when graded."""
+    hidden_timeout: int = 300
+    """Seconds the hidden cases together may run after the notebook."""
+    modules: tuple[str, ...] = field(default=())
+    """Source files (relative to the repo root) whose change makes the references stale."""
+
+    @property
+    def max_points(self) -> float:
+        return sum(task.max_points for task in self.tasks)
+
+    def task(self, task_id: str) -> Task:
+        """The task with this id, or a ``KeyError`` that lists the lab's task ids."""
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise KeyError(f"{self.name} has no task {task_id!r}; its tasks are "
+                       + ", ".join(t.id for t in self.tasks))

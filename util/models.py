@@ -1,0 +1,79 @@
+"""Deterministic model builders: torchvision definitions with ``weights=None`` and fixed seeds.
+
+Nothing is downloaded. Parameter and MAC counts do not depend on weight values, but activation
+statistics do, so every builder seeds torch before it initialises the weights.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from util import SEED
+
+
+class TinyGrouped(nn.Module):
+    """A small course-made model that exercises what counters get wrong.
+
+    Grouped and depthwise convolutions, a dilated strided conv, convs with and without bias, and a
+    Linear applied to a 3-D tensor (a sequence of feature vectors). Input: ``N x 4 x H x W``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(4, 8, kernel_size=3, padding=1, groups=2, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.act = nn.ReLU()
+        self.depthwise = nn.Conv2d(8, 8, kernel_size=3, stride=2, padding=2, dilation=2, groups=8)
+        self.pointwise = nn.Conv2d(8, 16, kernel_size=1)
+        self.pool = nn.AdaptiveAvgPool2d((4, 4))
+        self.mix = nn.Linear(16, 12, bias=False)
+        self.head = nn.Linear(12 * 16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.act(self.bn(self.stem(x)))
+        x = self.pointwise(self.depthwise(x))
+        x = self.pool(x).flatten(2).transpose(1, 2)   # N x 16 positions x 16 channels
+        x = self.mix(x)                                 # Linear on a 3-D tensor
+        return self.head(x.flatten(1))
+
+
+def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
+    def build() -> nn.Module:
+        import torchvision.models as tvm
+        return getattr(tvm, name)(weights=None, **kwargs)
+    return build
+
+
+BUILDERS: dict[str, Callable[[], nn.Module]] = {
+    "googlenet": _torchvision("googlenet", aux_logits=False, init_weights=True),
+    "resnet18": _torchvision("resnet18"),
+    "mobilenet_v2": _torchvision("mobilenet_v2"),
+    "mobilenet_v3_small": _torchvision("mobilenet_v3_small"),
+    "squeezenet1_1": _torchvision("squeezenet1_1"),
+    "alexnet": _torchvision("alexnet"),
+    "tiny_grouped": TinyGrouped,
+}
+"""Every model the course builds, by name."""
+
+
+def build_model(name: str, seed: int = SEED) -> nn.Module:
+    """Build model ``name`` in eval mode with weights initialised from ``seed``.
+
+    >>> build_model("googlenet")   # 6,624,904 parameters, no download
+    """
+    try:
+        builder = BUILDERS[name]
+    except KeyError:
+        raise KeyError(f"unknown model {name!r}; choose one of {', '.join(BUILDERS)}") from None
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = builder()
+    return model.eval()
+
+
+def example_input(shape: tuple[int, ...] | list[int], seed: int = SEED) -> torch.Tensor:
+    """A reproducible standard-normal input of ``shape`` (the same on every machine)."""
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(tuple(shape), generator=generator)
