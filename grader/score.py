@@ -49,7 +49,7 @@ def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, 
             checks.append(CheckResult(case.id, "error", 0, case.points,
                                       f"{task.function}() raised {record['message']}", case.hidden))
         else:
-            mismatches = compare(expected[case.id], record.get("value"), task.tolerance)
+            mismatches = compare(expected[case.id], record.get("value"), task.tolerance, path="result")
             if mismatches:
                 message = describe(mismatches, task.tolerance, reveal=not case.hidden)
                 checks.append(CheckResult(case.id, "failed", 0, case.points, message, case.hidden))
