@@ -24,6 +24,10 @@ from util.contract import Lab
 SOLUTIONS, LABS, EXAMPLES = REPO / "solutions", REPO / "labs", REPO / "grader" / "examples"
 
 
+def _rel(path: Path) -> Path:
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
 @dataclass(frozen=True)
 class BuildOutput:
     path: Path
@@ -124,7 +128,7 @@ def check(lab: Lab) -> list[str]:
         return [str(exc)]
     problems = []
     for item in items:
-        rel = item.path.relative_to(REPO)
+        rel = _rel(item.path)
         if not item.path.exists():
             problems.append(f"{rel} is missing: run `python -m grader build`")
         elif item.path.read_text(encoding="utf-8") != item.text:
@@ -134,7 +138,7 @@ def check(lab: Lab) -> list[str]:
     expected = {item.path for item in items}
     folder = EXAMPLES / lab.name
     if folder.is_dir():
-        problems += [f"{p.relative_to(REPO)} is not declared in grader/examples/{lab.name}.py; delete it"
+        problems += [f"{_rel(p)} is not declared in grader/examples/{lab.name}.py; delete it"
                      for p in sorted(folder.glob("*.ipynb")) if p not in expected]
     return problems
 
@@ -173,7 +177,7 @@ def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = F
             status = 1
             continue
         for path in changed:
-            print(f"wrote {path.relative_to(REPO)}")
+            print(f"wrote {_rel(path)}")
         if not changed:
             print(f"{lab.name}: up to date")
     return status

@@ -33,7 +33,11 @@ def resolve_lab(path: Path, lab_name: str | None) -> Lab:
     """The lab to grade ``path`` against: ``lab_name`` if given, else the notebook's own metadata."""
     if lab_name:
         return get_lab(lab_name)
-    found = notebook.lab_name(notebook.read(path), path)
+    try:
+        nb = notebook.read(path)
+    except ValueError:  # unreadable: still graded (as 0, with the reason) if its name tells the lab
+        nb = None
+    found = notebook.lab_name(nb, path)
     if not found:
         raise ValueError(f"{path}: cannot tell which lab this is (no course.lab metadata and the file name "
                          "does not start with labN); pass --lab")

@@ -47,9 +47,9 @@ def cell_tasks(nb: nbformat.NotebookNode) -> list[str | None]:
     return out
 
 
-def lab_name(nb: nbformat.NotebookNode, path: Path) -> str | None:
+def lab_name(nb: nbformat.NotebookNode | None, path: Path) -> str | None:
     """The lab a notebook belongs to: its ``course.lab`` metadata, else a ``labN`` file-name prefix."""
-    meta = nb.get("metadata", {}).get("course", {}).get("lab")
+    meta = nb.get("metadata", {}).get("course", {}).get("lab") if nb is not None else None
     if meta:
         return str(meta)
     match = re.match(r"(lab\d+)", path.name)

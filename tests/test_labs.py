@@ -1,0 +1,52 @@
+"""Per lab: the solution gets full marks, the generated lab runs to the end and gets zero, and
+every example submission gets exactly the score its declared mistakes imply."""
+import pytest
+
+from grader.build import EXAMPLES, LABS, SOLUTIONS, mistakes
+from grader.results import ANSWER
+from util.tasks import LABS as DECLARED
+
+pytestmark = pytest.mark.notebook
+LAB_NAMES = [name for name, lab in DECLARED.items() if lab.tasks]
+EXAMPLE_PARAMS = [pytest.param(name, m, id=f"{name}/{m.name}") for name in LAB_NAMES for m in mistakes(DECLARED[name])]
+
+
+@pytest.mark.parametrize("lab_name", LAB_NAMES)
+def test_solution_gets_full_marks(graded, lab_name):
+    lab = DECLARED[lab_name]
+    result = graded(SOLUTIONS / lab.notebook, lab_name)
+    failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
+    assert failing == []
+    assert result.score == result.max_score == lab.max_points == 100
+    assert result.execution_status == "completed" and result.notes == ()
+
+
+@pytest.mark.parametrize("lab_name", LAB_NAMES)
+def test_generated_lab_runs_to_the_end_and_gets_zero(graded, lab_name):
+    lab = DECLARED[lab_name]
+    result = graded(LABS / lab.notebook, lab_name)
+    assert result.execution_status == "completed"
+    assert result.score == 0 and result.max_score == lab.max_points
+    for task in result.tasks:
+        assert task.status == "error", task.output()
+        for check in task.checks:
+            assert f"Implement task {task.task_id}" in check.message, (task.task_id, check.name, check.message)
+
+
+def test_every_lab_has_example_submissions():
+    assert {name for name, _ in (p.values for p in EXAMPLE_PARAMS)} == set(LAB_NAMES)
+
+
+@pytest.mark.parametrize("lab_name, mistake", EXAMPLE_PARAMS)
+def test_example_submission_gets_exactly_its_partial_score(graded, lab_name, mistake):
+    lab = DECLARED[lab_name]
+    result = graded(EXAMPLES / lab_name / f"{mistake.name}.ipynb", lab_name)
+    names = {t.id: {ANSWER, *(c.id for c in t.cases)} for t in lab.tasks}
+    for task_id, checks in mistake.expected_failures.items():
+        assert set(checks) <= names[task_id], f"{mistake.name} names unknown checks of task {task_id}"
+    failed = {(t.task_id, c.name) for t in result.tasks for c in t.checks if c.status != "passed"}
+    expected = {(task_id, check) for task_id, checks in mistake.expected_failures.items() for check in checks}
+    assert failed == expected
+    points = {(t.id, ANSWER): t.points for t in lab.tasks} | {(t.id, c.id): c.points for t in lab.tasks for c in t.cases}
+    assert 0 < result.score == lab.max_points - sum(points[key] for key in expected) < lab.max_points
+    assert all(c.status == "failed" for t in result.tasks for c in t.checks if (t.task_id, c.name) in expected)

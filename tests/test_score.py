@@ -1,0 +1,82 @@
+"""Scoring statuses on small synthetic inputs (no notebook is run)."""
+from grader.execute import CellError, Execution
+from grader.score import score
+from util.contract import Case, Lab, Task
+
+TASK = Task(id="9.1", title="Thing", points=4, answer="an int", function="f",
+            run_case=lambda fn, spec: fn(spec["n"]),
+            cases=(Case("small", {"n": 1}, 3), Case("shown", {"n": 2}, 2, hidden=False)))
+OTHER = Task(id="9.2", title="Other", points=5, answer="an int")
+LAB = Lab(name="lab9", title="Synthetic", notebook="lab9.ipynb", tasks=(TASK, OTHER))
+REFS = {"answers": {"9.1": 10, "9.2": 20}, "cases": {"9.1": {"small": 11, "shown": 12}}}
+DONE = Execution("completed", 1.0, ())
+
+
+def _checks(results, task_id):
+    return {c.name: c for r in results if r.task_id == task_id for c in r.checks}
+
+
+def test_everything_right_gets_full_marks():
+    cases = {"9.1": {"small": {"status": "ok", "value": 11}, "shown": {"status": "ok", "value": 12}}}
+    results = score(LAB, REFS, {"9.1": 10, "9.2": 20}, cases, DONE)
+    assert [(r.score, r.max_score, r.status) for r in results] == [(9, 9, "passed"), (5, 5, "passed")]
+
+
+def test_each_check_keeps_its_own_points():
+    cases = {"9.1": {"small": {"status": "ok", "value": 99}, "shown": {"status": "ok", "value": 12}}}
+    results = score(LAB, REFS, {"9.1": 10, "9.2": 21}, cases, DONE)
+    checks = _checks(results, "9.1")
+    assert (checks["answer"].score, checks["small"].score, checks["shown"].score) == (4, 0, 2)
+    assert results[1].score == 0 and "expected 20, found 21" in results[1].checks[0].message
+
+
+def test_hidden_case_feedback_never_shows_the_expected_value():
+    cases = {"9.1": {"small": {"status": "ok", "value": 99}, "shown": {"status": "ok", "value": 13}}}
+    checks = _checks(score(LAB, REFS, {}, cases, DONE), "9.1")
+    assert "11" not in checks["small"].message and "differs from the reference" in checks["small"].message
+    assert "expected 12, found 13" in checks["shown"].message
+
+
+def test_missing_answer_and_missing_function():
+    cases = {"9.1": {c: {"status": "missing", "message": "the notebook defines no function f()"}
+                     for c in ("small", "shown")}}
+    checks = _checks(score(LAB, REFS, {}, cases, DONE), "9.1")
+    assert checks["answer"].status == "missing" and "submit('9.1'" in checks["answer"].message
+    assert checks["small"].status == "missing" and "no function f()" in checks["small"].message
+
+
+def test_a_raising_cell_is_named_in_its_tasks_feedback():
+    execution = Execution("completed", 1.0, (CellError(7, "9.2", "NotImplementedError", "Implement task 9.2: Other"),
+                                             CellError(8, "9.2", "NameError", "name 'x' is not defined")))
+    [check] = score(LAB, REFS, {"9.1": 10}, {}, execution)[1].checks
+    assert check.status == "error" and "cell 7" in check.message and "NotImplementedError" in check.message
+
+
+def test_case_errors_show_the_students_exception():
+    cases = {"9.1": {"small": {"status": "error", "message": "ZeroDivisionError: division by zero"}}}
+    checks = _checks(score(LAB, REFS, {"9.1": 10}, cases, DONE), "9.1")
+    assert checks["small"].status == "error" and "f() raised ZeroDivisionError" in checks["small"].message
+    assert checks["shown"].status == "missing"
+
+
+def test_timeout_keeps_what_was_exported_before():
+    execution = Execution("timeout", 900.0, (), "cell 12 (9.2) ran past its time limit (300 s)", "9.2")
+    results = score(LAB, REFS, {"9.1": 10}, {}, execution)
+    checks = _checks(results, "9.1")
+    assert checks["answer"].status == "passed"
+    assert checks["small"].status == "timeout" and results[1].status == "timeout"
+    assert "time limit" in results[1].checks[0].message
+
+
+def test_results_follow_gradescopes_schema():
+    from grader.results import SubmissionResult
+    cases = {"9.1": {"small": {"status": "ok", "value": 11}, "shown": {"status": "ok", "value": 0}}}
+    result = SubmissionResult("x.ipynb", "lab9", score(LAB, REFS, {"9.1": 10}, cases, DONE), 1.234, "completed",
+                              ("cell 3 (task 9.2) raised KeyError: 'a'",))
+    data = result.to_gradescope_dict()
+    assert set(data) == {"score", "execution_time", "output", "tests"}
+    assert data["score"] == 7 and data["execution_time"] == 1.23 and "cell 3" in data["output"]
+    first, second = data["tests"]
+    assert set(first) == {"name", "number", "score", "max_score", "status", "output", "visibility", "extra_data"}
+    assert (first["name"], first["score"], first["max_score"], first["status"]) == ("Task 9.1: Thing", 7, 9, "failed")
+    assert (second["status"], second["extra_data"]["status"]) == ("failed", "missing")
