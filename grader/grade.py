@@ -44,8 +44,12 @@ def resolve_lab(path: Path, lab_name: str | None) -> Lab:
     return get_lab(found)
 
 
-def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None) -> SubmissionResult:
-    """Grade one notebook against ``lab``; write its files under ``out_dir`` when given."""
+def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_timeout: int | None = None,
+                     notebook_timeout: int | None = None) -> SubmissionResult:
+    """Grade one notebook against ``lab``; write its files under ``out_dir`` when given.
+
+    The time limits default to the lab's declared ``cell_timeout`` and ``notebook_timeout``.
+    """
     refs = references.load(lab)
     try:
         nb = notebook.read(path)
@@ -54,7 +58,7 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None) -> Submi
         if out_dir:
             write_json(out_dir / "results.json", result.to_gradescope_dict())
         return result
-    run = run_notebook(nb, lab)
+    run = run_notebook(nb, lab, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout)
     tasks = score(lab, refs, run.answers, run.cases, run.execution)
     notes = tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
     if run.execution.status != "completed":
@@ -91,7 +95,7 @@ def output_names(paths: list[Path]) -> list[str]:
 
 
 def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool = False,
-         progress: bool = True) -> int:
+         progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None) -> int:
     """``python -m grader grade``: grade every notebook, print the gradebook, write the files."""
     import sys
 
@@ -116,7 +120,8 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool
         except (ValueError, KeyError, FileNotFoundError) as exc:
             skipped.append(f"{path}: {exc}")
             continue
-        results.append((name, grade_submission(path, lab_obj, out / name)))
+        results.append((name, grade_submission(path, lab_obj, out / name, cell_timeout=cell_timeout,
+                                                notebook_timeout=notebook_timeout)))
     bar.close()
     print(gradebook.render(results))
     gradebook.write_csv(out / "gradebook.csv", results)
