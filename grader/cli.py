@@ -22,6 +22,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--lab", choices=list(LABS), help="grade against this lab (default: read from each notebook)")
     g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
     g.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     g.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
 
@@ -42,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         from grader import grade
         return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
-                          notebook_timeout=args.notebook_timeout)
+                          notebook_timeout=args.notebook_timeout, jobs=args.jobs)
     if args.command == "build":
         from grader import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

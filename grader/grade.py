@@ -94,8 +94,13 @@ def output_names(paths: list[Path]) -> list[str]:
     return ["__".join(p.resolve().relative_to(common).with_suffix("").parts) for p in paths]
 
 
+def _grade_one(path: Path, lab_name: str, out_dir: Path, limits: dict) -> SubmissionResult:
+    return grade_submission(path, get_lab(lab_name), out_dir, **limits)
+
+
 def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool = False,
-         progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None) -> int:
+         progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None,
+         jobs: int = 1) -> int:
     """``python -m grader grade``: grade every notebook, print the gradebook, write the files."""
     import sys
 
@@ -110,18 +115,30 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool
                                               else "no .ipynb files under " + ", ".join(map(str, paths))),
               file=sys.stderr)
         return 2
-    results, skipped = [], []
-    names = output_names(notebooks)
-    bar = tqdm(list(zip(names, notebooks)), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
-    for name, path in bar:
-        bar.set_postfix_str(name)
+    results, skipped, work = [], [], []
+    for name, path in zip(output_names(notebooks), notebooks):
         try:
-            lab_obj = resolve_lab(path, lab)
+            work.append((name, path, resolve_lab(path, lab).name))
         except (ValueError, KeyError, FileNotFoundError) as exc:
             skipped.append(f"{path}: {exc}")
-            continue
-        results.append((name, grade_submission(path, lab_obj, out / name, cell_timeout=cell_timeout,
-                                                notebook_timeout=notebook_timeout)))
+    limits = {"cell_timeout": cell_timeout, "notebook_timeout": notebook_timeout}
+    bar = tqdm(total=len(work), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
+    if jobs <= 1:
+        for name, path, lab_name in work:
+            bar.set_postfix_str(name)
+            results.append((name, grade_submission(path, get_lab(lab_name), out / name, **limits)))
+            bar.update()
+    else:  # one kernel per worker; kernels use one thread each (util.setup), so jobs ~ cores
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_grade_one, path, lab_name, out / name, limits): name
+                       for name, path, lab_name in work}
+            done = {}
+            for future in as_completed(futures):
+                done[futures[future]] = future.result()
+                bar.update()
+        results = [(name, done[name]) for name, _, _ in work]
     bar.close()
     print(gradebook.render(results))
     gradebook.write_csv(out / "gradebook.csv", results)

@@ -42,3 +42,16 @@ def test_same_file_names_in_different_folders_get_distinct_result_folders(tmp_pa
         p.parent.mkdir()
         p.touch()
     assert output_names(paths) == ["alice__lab1", "bob__lab1"]
+
+
+def test_parallel_grading_returns_results_in_submission_order(tmp_path, capsys):
+    for student in ("zed", "amy"):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / "lab1.ipynb").write_text("{")
+    code = cli.main(["grade", str(tmp_path / "zed"), str(tmp_path / "amy"), "--out", str(tmp_path / "out"),
+                     "--jobs", "2", "--no-progress"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert [line.split()[0] for line in lines[2:4]] == ["zed__lab1", "amy__lab1"]
+    assert all(json.loads((tmp_path / "out" / n / "results.json").read_text())["score"] == 0
+               for n in ("zed__lab1", "amy__lab1"))

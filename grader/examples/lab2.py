@@ -28,11 +28,12 @@ MISTAKES = (
         expected_failures={"2.2": ("tiny_shape_graph nodes",)},
     ),
     Mistake(
-        name="attribute_strings_as_bytes",
-        description="Returns string attributes as the raw bytes ONNX stores instead of decoding them.",
+        name="attribute_strings_with_str",
+        description="Turns the bytes ONNX stores for a string attribute into text with str(), "
+                    "which gives \"b'reflect'\" instead of \"reflect\".",
         replacements=((
-            "        if isinstance(value, bytes):\n            return value.decode()\n",
-            "",
+            "return value.decode()",
+            "return str(value)",
         ),),
         expected_failures={"2.2": ("tiny_shape_graph nodes",)},
     ),
