@@ -123,7 +123,11 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
             fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
+            os.chmod(tmp, 0o644)
             os.replace(tmp, file)
+            for stale in file.parent.glob(file.name.rsplit("_", 1)[0] + "_*.onnx"):
+                if stale != file:                # an export from older code or package versions
+                    stale.unlink(missing_ok=True)
     if path is not None:
         Path(path).write_bytes(data)
     return onnx.load_from_string(data)
@@ -132,7 +136,7 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
 # ---------------------------------------------------------------- a small hand-built graph
 
 def tiny_shape_graph() -> onnx.ModelProto:
-    """A 12-node graph that computes a shape at run time, as exported graphs often do.
+    """A 13-node graph that computes a shape at run time, as exported graphs often do.
 
     ``x`` (float32, 2x3x4x5) is reflect-padded to 2x3x6x7, then reshaped to 2x3x42 with a shape
     built by ``Shape -> Gather -> Concat`` from int64 tensors, multiplied by a 42x8 weight, clipped
@@ -194,8 +198,9 @@ def load_onnx(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelP
     else:
         path = Path(path_or_model)
         if not path.exists():
-            raise FileNotFoundError(f"there is no file {str(path)!r} (looked in {Path.cwd()}); "
-                                    "check the path, or export a model with export_torchvision")
+            where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
+            raise FileNotFoundError(f"there is no file {str(path)!r}{where}; check the path, "
+                                    "or export a model with export_torchvision")
         if path.is_dir():
             raise OnnxModelError(f"{str(path)!r} is a folder, not an .onnx file")
         try:
