@@ -25,9 +25,13 @@ def rows(results: list[tuple[str, SubmissionResult]]) -> tuple[list[str], list[l
 
 
 def render(results: list[tuple[str, SubmissionResult]]) -> str:
-    """The gradebook as a text table for the terminal."""
-    headers, body = rows(results)
-    return tabulate(body, headers=headers, disable_numparse=True)
+    """The gradebook for the terminal: one table per lab, so each has only its own task columns."""
+    labs = list(dict.fromkeys(r.lab for _, r in results)) or [""]
+    tables = []
+    for lab in labs:
+        headers, body = rows([(n, r) for n, r in results if r.lab == lab])
+        tables.append(tabulate(body, headers=headers, disable_numparse=True))
+    return "\n\n".join(tables)
 
 
 def write_csv(path: Path, results: list[tuple[str, SubmissionResult]]) -> None:
