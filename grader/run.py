@@ -39,10 +39,12 @@ class Run:
 
 
 def kernel_env(output_dir: Path) -> dict[str, str]:
-    """The graded kernel's environment: answers go to ``output_dir``; plots never open a window."""
+    """The graded kernel's environment: answers go to ``output_dir``; one thread; repo importable.
+
+    Plots use ipykernel's inline backend (headless), so ``executed.ipynb`` keeps the figures.
+    """
     env = dict(os.environ)
     env[OUTPUT_DIR_ENV] = str(output_dir)
-    env["MPLBACKEND"] = "Agg"
     env["PYTHONHASHSEED"] = "0"
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
