@@ -6,14 +6,12 @@ inputs; for disputes, never shown to students) and ``executed.ipynb``.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Iterable
 
 from grader import notebook, references
-from grader.execute import Execution
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.results import ANSWER, CheckResult, SubmissionResult, TaskResult
 from grader.run import run_notebook
 from grader.score import score
 from util.answers import write_json
@@ -24,7 +22,7 @@ from util.tasks import get_lab
 def _unreadable(path: Path, lab: Lab, message: str) -> SubmissionResult:
     """Every task missing, with the reason: a bad file must not stop the class's grading."""
     tasks = tuple(TaskResult(t.id, t.title, tuple(
-        [CheckResult("answer", "missing", 0, t.points, message)]
+        [CheckResult(ANSWER, "missing", 0, t.points, message)]
         + [CheckResult(c.id, "missing", 0, c.points, message, c.hidden) for c in t.cases])) for t in lab.tasks)
     return SubmissionResult(str(path), lab.name, tasks, 0.0, "crash", (message,))
 

@@ -10,7 +10,6 @@ import hashlib
 import sys
 import json
 import platform
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path

@@ -1,5 +1,4 @@
 """The executor on tiny notebooks: errors do not stop the run, timeouts and dead kernels are named."""
-import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.execute import execute

@@ -12,6 +12,8 @@ from typing import Mapping
 
 from grader.results import ANSWER
 
+__all__ = ["ANSWER", "Mistake"]
+
 
 @dataclass(frozen=True)
 class Mistake:
