@@ -52,8 +52,7 @@ def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
                     record = {"status": "error", "message": _error_text(exc)}
             record["seconds"] = round(time.perf_counter() - start, 3)
             records[task.id][case.id] = record
-            write_json(out_path, records)
-    write_json(out_path, records)
+            write_json(out_path, records)  # after every case: a later hang or crash keeps this one
 
 
 def cell_source(lab_name: str, path: Path) -> str:
