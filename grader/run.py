@@ -47,6 +47,7 @@ def kernel_env(output_dir: Path) -> dict[str, str]:
     env[OUTPUT_DIR_ENV] = str(output_dir)
     env["PYTHONHASHSEED"] = "0"
     env["OMP_NUM_THREADS"] = "1"
+    env["NETRON_PORT"] = "0"  # util.netron_view picks a free port: kernels graded side by side never clash
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
     return env
 

@@ -5,7 +5,8 @@ browser, which inside a container is unreachable and fails. Here the address is 
 
 * ``host`` defaults to ``$NETRON_HOST`` or ``127.0.0.1``; the student image sets ``0.0.0.0`` so
   the port published by ``docker run -p 8081:8081`` reaches it;
-* ``port`` defaults to ``$NETRON_PORT`` or 8081 (JupyterLab has 8888);
+* ``port`` defaults to ``$NETRON_PORT`` or 8081 (JupyterLab has 8888); 0 picks a free port (the
+  grader sets ``NETRON_PORT=0`` so notebooks graded side by side never compete for one);
 * no browser is started: open the printed address yourself.
 
 Example::
@@ -61,7 +62,7 @@ def show(model: Union[str, Path, "onnx.ModelProto"], *, host: str | None = None,
         raise FileNotFoundError(f"no model at {path}: save it first (onnx.save(model, {str(path)!r}))")
     stop(address[1])
     served = netron.start(str(path), address=address, browse=False)
-    _served[address[1]] = served
+    _served[served[1]] = served
     url = f"http://{served[0]}:{served[1]}"
     if not quiet:
         shown = url.replace("0.0.0.0", "localhost")
