@@ -49,7 +49,7 @@ def show(model: Union[str, Path, "onnx.ModelProto"], *, host: str | None = None,
     import netron
 
     default_host, default_port = default_address()
-    address = (host or default_host, int(port or default_port))
+    address = (host or default_host, int(default_port if port is None else port))
     if not isinstance(model, (str, Path)):
         import onnx
 
