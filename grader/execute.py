@@ -1,22 +1,36 @@
-"""Executing a notebook headless with nbclient, cell by cell, under a per-cell and a per-notebook limit.
+"""Executing a notebook headless with nbclient, cell by cell, sandboxed and under limits.
 
 Cells run even after an earlier cell raised (a stub's ``NotImplementedError`` must not cost the
-other tasks their points). Execution stops at a timeout or when the kernel dies; what was exported
-before still counts. Only exported JSON is graded: stdout, stderr and warnings never are.
+other tasks their points). Execution stops at a timeout, when the kernel dies, or when the
+watchdog stops a submission over its memory or process limit; what was exported before still
+counts. Only exported JSON is graded: stdout, stderr and warnings never are, and cell output is
+kept only up to a bound (a notebook printing hundreds of megabytes costs the grader nothing).
+
+The kernel runs in the bubblewrap sandbox when it is usable (:mod:`grader.sandbox`), with rlimits
+(:mod:`grader.limits`) and a watchdog on its process tree (:mod:`grader.watchdog`). It talks to the
+grader over Unix sockets in ``<workdir>/.kernel/``.
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+from grader import sandbox as sandboxing
+from grader.limits import Limits, format_size, rlimit_prefix
 from grader.notebook import cell_tasks
+from grader.watchdog import Breach, Watchdog
+
+KEEP_ERROR_TEXT = 10_000
+"""Characters kept of an exception message or traceback (a huge one is truncated, never dropped)."""
 
 
 @dataclass(frozen=True)
@@ -42,15 +56,77 @@ class Execution:
     """How a notebook run went."""
 
     status: str
-    """``completed``, ``timeout``, ``memory`` (kernel killed, most likely out of memory) or ``crash``."""
+    """``completed``, ``timeout``, ``memory`` (over the memory limit, or killed like the OOM killer
+    does) or ``crash`` (the kernel died, or ran too many processes)."""
     seconds: float
     """Wall time from kernel start to the last cell."""
     errors: tuple[CellError, ...]
     """Every cell that raised, in order."""
     message: str = ""
-    """For anything but ``completed``: what stopped the run, where."""
+    """For anything but ``completed``: what stopped the run, where, in a student's words."""
     stopped_task: str | None = None
     """The task section the run stopped in, if it stopped early."""
+    sandboxed: bool = False
+    """Whether the kernel ran in the bubblewrap sandbox."""
+    peak_memory: int = 0
+    """Largest memory of the kernel's process tree the watchdog saw, in bytes."""
+    output_dropped: int = 0
+    """Bytes of cell output dropped over the output limits."""
+
+
+class _PrefixedKernelManager(AsyncKernelManager):
+    """A kernel manager that starts the kernel through a command prefix (sandbox, rlimits)."""
+
+    command_prefix: list[str] = []
+
+    def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        return list(self.command_prefix) + super().format_kernel_cmd(extra_arguments)
+
+
+def _output_size(content: Mapping[str, Any]) -> int:
+    if "text" in content:
+        return len(content["text"])
+    return sum(len(str(value)) for value in content.get("data", {}).values())
+
+
+class _BoundedClient(NotebookClient):
+    """An nbclient client that keeps at most ``cell_limit`` bytes of output per cell and
+    ``total_limit`` per notebook, dropping the rest as it arrives (errors are always kept, shortened)."""
+
+    def __init__(self, nb: nbformat.NotebookNode, *, cell_limit: int, total_limit: int, **kwargs: Any) -> None:
+        super().__init__(nb, **kwargs)
+        self.cell_limit, self.total_limit = cell_limit, total_limit
+        self.dropped, self._total, self._cell, self._cell_used, self._noted = 0, 0, -1, 0, False
+
+    def output(self, outs, msg, display_id, cell_index):  # noqa: ANN001 (nbclient's signature)
+        if cell_index != self._cell:
+            self._cell, self._cell_used, self._noted = cell_index, 0, False
+        content = msg["content"]
+        if msg["msg_type"] == "error":
+            content["evalue"] = str(content.get("evalue", ""))[:KEEP_ERROR_TEXT]
+            content["traceback"] = ["\n".join(content.get("traceback", []))[-KEEP_ERROR_TEXT:]]
+            return super().output(outs, msg, display_id, cell_index)
+        size = _output_size(content)
+        room = min(self.cell_limit - self._cell_used, self.total_limit - self._total)
+        if size > room and msg["msg_type"] == "stream" and room > 0:  # keep the head of the text
+            content["text"], size = content["text"][:room], room
+            self.dropped += _output_size(msg["content"]) - room
+        elif size > room:
+            self.dropped += size
+            if not self._noted:
+                self._noted = True
+                outs.append(nbformat.v4.new_output(
+                    "stream", name="stderr",
+                    text=f"\n[grader: output over {format_size(self.cell_limit)} per cell "
+                         f"({format_size(self.total_limit)} per notebook) was dropped]\n"))
+            return None
+        self._cell_used += size
+        self._total += size
+        return super().output(outs, msg, display_id, cell_index)
+
+
+_SIGNALS = {signal.SIGSEGV: "a segmentation fault", signal.SIGBUS: "a bus error", signal.SIGABRT: "an abort",
+            signal.SIGFPE: "a floating-point exception", signal.SIGILL: "an illegal instruction"}
 
 
 def _kernel_returncode(client: NotebookClient) -> int | None:
@@ -61,48 +137,90 @@ def _kernel_returncode(client: NotebookClient) -> int | None:
         return None
 
 
+def _death(code: int | None, breach: Breach | None, where: str) -> tuple[str, str]:
+    """Status and message for a kernel that died in cell ``where``."""
+    after = "; later cells did not run. Answers exported before it still count."
+    if breach is not None:
+        return ("memory" if breach.kind == "memory" else "crash"), f"the notebook {breach.message}: it was " \
+               f"stopped in {where}" + after
+    number = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
+    if number == signal.SIGKILL:
+        return "memory", f"the kernel was killed in {where}, most likely because it ran out of memory" + after
+    if number is not None:
+        name = _SIGNALS.get(number, f"signal {number}")
+        return "crash", f"the kernel crashed in {where} with {name}" + after
+    detail = f" with exit code {code} (os._exit, exit() in a C library...)" if code is not None else ""
+    return "crash", f"the kernel died in {where}{detail}" + after
+
+
 def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *, cell_timeout: int,
-            notebook_timeout: int, extra_cells: tuple[str, ...] = (), extra_timeout: int = 300) -> Execution:
+            notebook_timeout: int, extra_cells: tuple[str, ...] = (), extra_timeout: int = 300,
+            limits: Limits | None = None, sandbox: bool | None = None) -> Execution:
     """Run ``nb`` in place in a fresh kernel whose working directory is ``workdir``.
 
     ``extra_cells`` are appended and run in the same kernel after the notebook (the grader's hidden
     cases), each under ``extra_timeout`` seconds; their errors are tagged with task ``hidden``.
+    ``limits`` bounds memory, processes, file size and output (time comes from the two timeouts);
+    ``sandbox`` forces the bubblewrap sandbox on or off (default: on when usable here). Only
+    ``workdir`` is writable in the sandbox, so ``env``'s answer folder must lie inside it.
     """
+    limits = limits or Limits()
+    sandboxed = sandboxing.available() if sandbox is None else sandbox
     count = len(nb.cells)
     for source in extra_cells:
         nb.cells.append(nbformat.v4.new_code_cell(source))
     tasks = cell_tasks(nb)[:count] + ["hidden"] * len(extra_cells)
-    client = NotebookClient(nb, timeout=cell_timeout, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}}, record_timing=False)
+
+    kernel_dir = workdir / ".kernel"
+    kernel_dir.mkdir(parents=True, exist_ok=True)
+    km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
+                                connection_file=str(kernel_dir / "kernel.json"))
+    km.command_prefix = ((sandboxing.bwrap_prefix(workdir, tmp_size=limits.fsize) if sandboxed else [])
+                         + rlimit_prefix(limits))
+    client = _BoundedClient(nb, km=km, cell_limit=limits.output, total_limit=limits.notebook_output,
+                            timeout=cell_timeout, allow_errors=True, kernel_name="python3",
+                            resources={"metadata": {"path": str(workdir)}}, record_timing=False,
+                            shutdown_kernel="immediate")
+    kernel_env = {**env, "HOME": str(workdir / ".home")}  # caches (matplotlib, IPython) stay in scratch
+    (workdir / ".home").mkdir(exist_ok=True)
     start = time.monotonic()
     deadline = start + notebook_timeout
     errors: list[CellError] = []
     status, message, stopped = "completed", "", None
-    # the kernel's own log (not cell output) would only add noise to the grader's terminal
-    with client.setup_kernel(env=dict(env), stderr=subprocess.DEVNULL):
-        for index, cell in enumerate(nb.cells):
-            if cell.cell_type != "code":
-                continue
-            # the grader's own cells have their own budget; the notebook's share the notebook's
-            limit = extra_timeout if index >= count else min(cell_timeout, deadline - time.monotonic())
-            client.timeout = max(1, int(limit))
-            try:
-                client.execute_cell(cell, index)
-            except CellTimeoutError:
-                status, stopped = "timeout", tasks[index]
-                message = (f"cell {index} ({tasks[index] or 'set-up'}) ran past its time limit "
-                           f"({client.timeout} s); later cells were not run")
-                break
-            except DeadKernelError:
-                code = _kernel_returncode(client)
-                status = "memory" if code in (-9, 137) else "crash"
-                stopped = tasks[index]
-                message = (f"the kernel died in cell {index} ({tasks[index] or 'set-up'})"
-                           + (", most likely out of memory" if status == "memory" else
-                              f" (exit code {code})" if code is not None else ""))
-                break
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    errors.append(CellError(index, tasks[index], output.get("ename", "Error"),
-                                            output.get("evalue", "")))
-    return Execution(status, time.monotonic() - start, tuple(errors), message, stopped)
+    watchdog: Watchdog | None = None
+    try:
+        # the kernel's own log (not cell output) would only add noise to the grader's terminal
+        with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL):
+            watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs)
+            for index, cell in enumerate(nb.cells):
+                if cell.cell_type != "code":
+                    continue
+                where = f"cell {index} ({tasks[index] or 'set-up'})"
+                # the grader's own cells have their own budget; the notebook's share the notebook's
+                limit = extra_timeout if index >= count else min(cell_timeout, deadline - time.monotonic())
+                client.timeout = max(1, int(limit))
+                try:
+                    client.execute_cell(cell, index)
+                except CellTimeoutError:
+                    status, stopped = "timeout", tasks[index]
+                    message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
+                               f"{cell_timeout} s per cell, {notebook_timeout} s per notebook, {extra_timeout} s "
+                               "for the hidden cases); later cells did not run. Answers exported before it "
+                               "still count.")
+                    break
+                except DeadKernelError:
+                    status, message = _death(_kernel_returncode(client), watchdog.breach, where)
+                    stopped = tasks[index]
+                    break
+                for output in cell.get("outputs", []):
+                    if output.get("output_type") == "error":
+                        errors.append(CellError(index, tasks[index], output.get("ename", "Error"),
+                                                output.get("evalue", "")))
+    except (RuntimeError, TimeoutError, OSError) as exc:  # the kernel never started
+        status, stopped = "crash", None
+        message = f"the grader could not start a kernel for this notebook ({type(exc).__name__}: {exc})"
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+    return Execution(status, time.monotonic() - start, tuple(errors), message, stopped, sandboxed,
+                     watchdog.peak_memory if watchdog else 0, client.dropped)

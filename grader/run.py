@@ -9,13 +9,14 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
 from grader.execute import Execution, execute
+from grader.limits import Limits
 from util.answers import OUTPUT_DIR_ENV, read_answers
 from util.contract import Lab
 from util.hidden import cell_source
@@ -53,18 +54,26 @@ def kernel_env(output_dir: Path) -> dict[str, str]:
 
 
 def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | None = None,
-                 notebook_timeout: int | None = None) -> Run:
-    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases."""
+                 notebook_timeout: int | None = None, limits: Limits | None = None,
+                 sandbox: bool | None = None) -> Run:
+    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases.
+
+    Time limits: ``cell_timeout`` / ``notebook_timeout`` if given, else ``limits``', else the lab's.
+    ``limits`` also bounds memory, processes, file size and output; ``sandbox`` forces the
+    bubblewrap sandbox on or off (default: on where it works, see :mod:`grader.sandbox`).
+    """
     nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    limits = limits or Limits()
+    limits = replace(limits, cell_timeout=cell_timeout or limits.cell_timeout or lab.cell_timeout,
+                     notebook_timeout=notebook_timeout or limits.notebook_timeout or lab.notebook_timeout)
     scratch = Path(tempfile.mkdtemp(prefix=f"grade-{lab.name}-"))
     try:
         answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
         execution = execute(
             nb, scratch, kernel_env(answers_dir),
-            cell_timeout=cell_timeout or lab.cell_timeout,
-            notebook_timeout=notebook_timeout or lab.notebook_timeout,
+            cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
             extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
-            extra_timeout=lab.hidden_timeout)
+            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
         try:
             cases = json.loads(cases_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -1,0 +1,113 @@
+"""A watchdog on a submission's process tree: total memory, process count, and a clean ending.
+
+It polls the tree under the kernel's launcher process a few times a second. When the tree uses
+more memory than allowed (summed over every process; shared pages counted once, by PSS) or runs
+more processes than allowed, it kills the whole tree and remembers why, so the executor can tell
+the student "your notebook used more than 4 GiB" rather than "the kernel died".
+
+:meth:`Watchdog.stop` kills whatever is left of the tree, including processes that were seen in it
+and detached since (a double fork, ``setsid``), so nothing a submission started keeps running. In
+the bubblewrap sandbox the process namespace already guarantees that; without it this is the
+best effort there is (a process that detaches within one poll interval can escape).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+
+import psutil
+
+from grader.limits import format_size
+
+
+@dataclass(frozen=True)
+class Breach:
+    """Why the watchdog killed a submission."""
+
+    kind: str
+    """``memory`` or ``procs``."""
+    message: str
+    """In a student's words, e.g. ``used more than 4 GiB of memory (4.2 GiB)``."""
+
+
+def _pss(process: psutil.Process) -> int:
+    try:
+        return process.memory_full_info().pss
+    except (psutil.Error, AttributeError):
+        return _rss(process)
+
+
+def _rss(process: psutil.Process) -> int:
+    try:
+        return process.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
+class Watchdog:
+    """Watch the process tree rooted at ``pid``; kill it on a breach of ``memory`` or ``procs``."""
+
+    def __init__(self, pid: int, *, memory: int, procs: int, interval: float = 0.2) -> None:
+        self.root = psutil.Process(pid)
+        self.memory, self.procs, self.interval = memory, procs, interval
+        self.breach: Breach | None = None
+        self.peak_memory = 0
+        """Largest total memory of the tree seen at one poll (RSS sum), in bytes."""
+        self._seen: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"watchdog-{pid}", daemon=True)
+        self._thread.start()
+
+    def tree(self) -> list[psutil.Process]:
+        """The root and all its live descendants."""
+        try:
+            return [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            processes = self.tree()
+            if not processes:
+                return
+            for process in processes:
+                self._seen.setdefault(process.pid, process)
+            # bwrap's own two processes and the rlimit wrapper are not the student's
+            if len(processes) > self.procs + 3:
+                self._kill(Breach("procs", f"ran more than {self.procs} processes at once "
+                                           f"({len(processes)}); that is the limit per submission"))
+                return
+            total = sum(_rss(p) for p in processes)
+            self.peak_memory = max(self.peak_memory, total)
+            if total > self.memory:
+                total = sum(_pss(p) for p in processes)  # forked children share pages: count them once
+                if total > self.memory:
+                    self._kill(Breach("memory", f"used more than {format_size(self.memory)} of memory "
+                                                f"({format_size(total)}), the limit per submission"))
+                    return
+
+    def _kill(self, breach: Breach) -> None:
+        self.breach = breach
+        self.kill_all()
+
+    def kill_all(self) -> None:
+        """SIGKILL the tree and every process seen in it that is still the same process."""
+        for process in self.tree() + list(self._seen.values()):
+            try:
+                if process.is_running():  # compares the start time: never kills a recycled pid
+                    process.send_signal(signal.SIGKILL)
+            except psutil.Error:
+                pass
+        try:
+            if self.root.is_running():  # the launcher's own session/process group
+                os.killpg(self.root.pid, signal.SIGKILL)
+        except (OSError, psutil.Error):
+            pass
+
+    def stop(self) -> None:
+        """Stop watching and make sure nothing of the submission is left running."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.kill_all()
