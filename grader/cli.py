@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,build,regen}``. This module only parses arguments."""
+"""Command line: ``python -m grader {grade,check,build,regen}``. This module only parses arguments."""
 from __future__ import annotations
 
 import argparse
@@ -32,6 +32,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--lab", choices=list(LABS))
     b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
 
+    c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
+    c.add_argument("paths", nargs="+", type=Path, metavar="NOTEBOOK", help="notebooks to check")
+    c.add_argument("--lab", choices=list(LABS), help="check against this lab (default: read from each notebook)")
+    c.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
+    c.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
+
     r = sub.add_parser("regen", help="regenerate reference answers by running the solutions")
     r.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
     r.add_argument("--lab", choices=list(LABS))
@@ -45,6 +51,10 @@ def main(argv: list[str] | None = None) -> int:
         return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, jobs=args.jobs)
+    if args.command == "check":
+        from grader import selfcheck
+        return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
+                              notebook_timeout=args.notebook_timeout)
     if args.command == "build":
         from grader import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

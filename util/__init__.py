@@ -5,6 +5,7 @@ Students use::
     from util import setup, submit, progress
     setup()                      # fixed seed and thread count, so numbers match the grader's
     submit("1.1", answer)        # print a titled block and export the answer for grading
+    check("1.1")                 # run the task's public checks (no reference needed): passed/failed + hint
     progress("lab1")             # which tasks are exported so far
 
 Helpers shared by several labs live here once: ``util.models`` (deterministic model builders),
@@ -15,6 +16,7 @@ from __future__ import annotations
 import random
 
 from util.display import print_hw_result
+from util.selfcheck import check
 from util.submit import progress, submit
 
 SEED = 0
@@ -38,4 +40,4 @@ def setup(seed: int = SEED, threads: int = THREADS) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-__all__ = ["setup", "submit", "progress", "print_hw_result", "SEED", "THREADS"]
+__all__ = ["setup", "submit", "check", "progress", "print_hw_result", "SEED", "THREADS"]

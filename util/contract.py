@@ -51,6 +51,29 @@ class Case:
 
 
 @dataclass(frozen=True)
+class Check:
+    """A public check: a property of a task's answer that a student may test before submitting.
+
+    ``util.check("1.4")`` in the notebook and ``python -m grader check NOTEBOOK`` run them. They
+    need no reference file (the students' copy has none): a check tests something the notebook
+    already states (a count you can work out by hand, a documented fact, internal consistency such
+    as "the per-type MACs add up to the total"), so running it reveals nothing hidden.
+    """
+
+    name: str
+    """What is checked, in the student's words, e.g. ``total = trainable + non_trainable``."""
+    test: Callable[[Any], str | None]
+    """``test(value) -> None`` when the property holds, else what was found, in a sentence.
+
+    ``value`` is the exported answer (as the grader reads it back from JSON) or, when
+    ``function`` is true, the student's function itself (``Task.function``)."""
+    hint: str
+    """Where to look when it fails."""
+    function: bool = False
+    """True: ``test`` receives the student's function and calls it on a small public input."""
+
+
+@dataclass(frozen=True)
 class Task:
     """One graded task of a lab."""
 
@@ -72,6 +95,8 @@ class Task:
     """``run_case(student_function, case.spec) -> value``; builds the input and calls the function."""
     cases: tuple[Case, ...] = ()
     """Cases the grader runs ``function`` on, after the notebook has run."""
+    checks: tuple[Check, ...] = ()
+    """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
 
     @property
     def max_points(self) -> float:
@@ -84,6 +109,8 @@ class Task:
         ids = [case.id for case in self.cases]
         if len(ids) != len(set(ids)):
             raise ValueError(f"task {self.id} has duplicate case ids: {ids}")
+        if any(check.function for check in self.checks) and self.function is None:
+            raise ValueError(f"task {self.id} has a function check but names no student function")
 
 
 @dataclass(frozen=True)

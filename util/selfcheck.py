@@ -1,0 +1,165 @@
+"""The student's self-check: run a task's public checks on the current answer and functions.
+
+In a notebook, after a task's ``submit`` cell::
+
+    check("1.4")        # one task
+    check("lab1")       # every task of the lab
+
+It reads the answer that ``submit`` exported (``outputs/<lab>/<task>.json``) and looks the task's
+function up in the notebook's namespace, then runs the task's public checks (``Task.checks``,
+declared in ``util/tasks/labN.py``). It never reads the grader's reference file and never runs a
+hidden case: passing every public check is necessary, not sufficient, for full marks.
+``python -m grader check NOTEBOOK`` runs the same checks on a fresh run of a whole notebook.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from util.answers import output_dir, read_answers, to_jsonable, write_json
+from util.contract import Check, Lab, Task
+
+STATUSES = ("passed", "failed", "error", "missing")
+"""``passed``; ``failed`` (the property does not hold); ``error`` (your code raised);
+``missing`` (no exported answer yet, or the notebook defines no such function)."""
+
+
+@dataclass(frozen=True)
+class CheckOutcome:
+    """What one public check found."""
+
+    name: str
+    """The check, in the student's words."""
+    status: str
+    """One of :data:`STATUSES`."""
+    message: str = ""
+    """What was found, when it did not pass."""
+    hint: str = ""
+    """Where to look, when it did not pass."""
+
+
+@dataclass(frozen=True)
+class TaskReport:
+    """The public checks of one task."""
+
+    task_id: str
+    title: str
+    outcomes: tuple[CheckOutcome, ...]
+    hidden_cases: int = 0
+    """How many hidden cases the grader will also run (their inputs and answers are not shown)."""
+
+    @property
+    def passed(self) -> bool:
+        """True when every public check passed."""
+        return all(o.status == "passed" for o in self.outcomes)
+
+    def text(self) -> str:
+        """The report as the student reads it."""
+        good = sum(o.status == "passed" for o in self.outcomes)
+        lines = [f"Task {self.task_id} ({self.title}): {good}/{len(self.outcomes)} public checks passed"]
+        shown: tuple[str, str] = ("", "")
+        for o in self.outcomes:
+            lines.append(f"  {'ok  ' if o.status == 'passed' else o.status.upper():7} {o.name}")
+            if o.status != "passed" and (o.message, o.hint) != shown:  # "no answer yet" once, not per check
+                lines += [f"          {o.message}"] if o.message else []
+                lines += [f"          hint: {o.hint}"] if o.hint else []
+                shown = (o.message, o.hint)
+        more = "the reference answer" + (f" and {self.hidden_cases} hidden cases" if self.hidden_cases else "")
+        lines.append(f"  (the grader also compares with {more}: passing here is not full marks)")
+        return "\n".join(lines)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
+        return cls(data["task_id"], data["title"], tuple(CheckOutcome(**o) for o in data["outcomes"]),
+                   data.get("hidden_cases", 0))
+
+
+def _error(exc: BaseException) -> str:
+    """``ExcType: message (line N of fn)``, pointing at the student's code when the traceback shows it."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    student = [f for f in frames if "<ipython-input" in f.filename or f.filename.startswith("/tmp/ipykernel")]
+    where = f" (line {student[-1].lineno} of {student[-1].name})" if student else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any], exported: bool) -> CheckOutcome:
+    """Run one check; never raises (a check must not stop the notebook)."""
+    if check.function:
+        function = namespace.get(task.function)
+        if not callable(function):
+            return CheckOutcome(check.name, "missing", f"the notebook defines no function {task.function}() yet",
+                                f"run the cell that defines {task.function} first")
+
+        def value(*args, **kwargs):  # what the function returns, as the grader would store it
+            return to_jsonable(function(*args, **kwargs), f"{task.function}(...)")
+    elif not exported:
+        return CheckOutcome(check.name, "missing", f"task {task.id} has no exported answer yet",
+                            f'run the cell with submit("{task.id}", ...) first')
+    else:
+        value = answer
+    try:
+        if check.function:
+            from util import setup
+            setup()  # the same seed and thread count as the grader, whatever the notebook did since
+        found = check.test(value)
+    except Exception as exc:  # the student's code may raise anything
+        return CheckOutcome(check.name, "error", _error(exc), check.hint)
+    if found is None:
+        return CheckOutcome(check.name, "passed")
+    return CheckOutcome(check.name, "failed", str(found), check.hint)
+
+
+def task_report(lab: Lab, task: Task, namespace: Mapping[str, Any], answers: Mapping[str, Any]) -> TaskReport:
+    """Every public check of ``task``, on ``answers[task.id]`` and the functions in ``namespace``."""
+    outcomes = tuple(run_check(c, task, answers.get(task.id), namespace, task.id in answers) for c in task.checks)
+    return TaskReport(task.id, task.title, outcomes, len(task.cases))
+
+
+def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:
+    """Reports for a task id (``"1.4"``) or a whole lab (``"lab1"``), answers read from this notebook's exports."""
+    from util.tasks import LABS, find_task
+
+    if target in LABS:
+        lab, tasks = LABS[target], LABS[target].tasks
+    else:
+        lab, task = find_task(target)
+        tasks = (task,)
+    answers = read_answers(output_dir(lab.name))
+    return [task_report(lab, task, namespace, answers) for task in tasks]
+
+
+def check(target: str, namespace: Mapping[str, Any] | None = None) -> None:
+    """Run the public checks of a task (``check("1.4")``) or of a lab (``check("lab1")``) and print them.
+
+    Uses the answer your ``submit`` cell exported and the functions defined in your notebook
+    (``namespace``: the caller's globals unless given). A check that fails says what it found and
+    where to look. The grader's reference answers and hidden cases are not used: passing every
+    check here is necessary for full marks, not sufficient.
+    """
+    if namespace is None:
+        caller = inspect.currentframe().f_back
+        namespace = caller.f_globals if caller is not None else {}
+    print("\n\n".join(report.text() for report in reports(target, namespace)))
+
+
+def write_reports(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
+    """Run every public check of ``lab_name`` and write the reports as JSON to ``path``.
+
+    Used by ``python -m grader check``, which appends a call to a fresh run of the notebook.
+    """
+    write_json(Path(path), [asdict(report) for report in reports(lab_name, namespace)])
+
+
+def read_reports(path: Path) -> list[TaskReport]:
+    """The reports :func:`write_reports` wrote."""
+    return [TaskReport.from_dict(item) for item in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def cell_source(lab_name: str, path: Path) -> str:
+    """The code of the cell ``python -m grader check`` appends to a notebook."""
+    return ("import util.selfcheck as _course_selfcheck\n"
+            f"_course_selfcheck.write_reports({lab_name!r}, globals(), {str(path)!r})")
