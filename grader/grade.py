@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Iterable
 
-from grader import notebook, references
+from grader import artifacts, notebook, references
 from grader.results import ANSWER, CheckResult, SubmissionResult, TaskResult
 from grader.run import run_notebook
 from grader.score import score
@@ -57,7 +57,7 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
             write_json(out_dir / "results.json", result.to_gradescope_dict())
         return result
     run = run_notebook(nb, lab, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout)
-    tasks = score(lab, refs, run.answers, run.cases, run.execution)
+    tasks = score(lab, refs, run.answers, run.cases, run.execution, artifacts.verdicts(lab, run.cases, run.files))
     notes = tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
     if run.execution.status != "completed":
         notes += (run.execution.message,)
@@ -67,6 +67,7 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
         write_json(out_dir / "answers.json", run.answers)
         write_json(out_dir / "cases.json", run.cases)
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8")
+        artifacts.save_files(run.files, out_dir / "files")  # the models the grader judged, for disputes
     return result
 
 

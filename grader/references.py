@@ -15,7 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from grader import notebook
+from grader import artifacts, notebook
 from grader.compare import compare
 from grader.run import REPO, Run, run_notebook
 from util.answers import write_json
@@ -77,6 +77,8 @@ def _collect(lab: Lab, run: Run) -> dict[str, Any]:
     if run.execution.status != "completed":
         problems.append(run.execution.message)
     problems += [f"task {t.id}: the solution exported no answer" for t in lab.tasks if t.id not in run.answers]
+    for task_id, found in artifacts.verdicts(lab, run.cases, run.files).items():  # grader-side checks too
+        problems += [f"task {task_id} case {case_id}: {'; '.join(p)}" for case_id, p in found.items() if p]
     cases: dict[str, dict[str, Any]] = {}
     for task in lab.tasks:
         for case in task.cases:

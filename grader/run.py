@@ -9,15 +9,17 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
+from grader.artifacts import read_files
 from grader.execute import Execution, execute
 from grader.limits import Limits
 from util.answers import OUTPUT_DIR_ENV, read_answers
+from util.artifacts import FILES_DIR
 from util.contract import Lab
 from util.hidden import cell_source
 
@@ -37,6 +39,8 @@ class Run:
     """How the execution went."""
     notebook: nbformat.NotebookNode
     """The executed notebook, with outputs (for instructors to read)."""
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    """Files the hidden cases saved for the grader's own checks (``grader.artifacts.read_files``)."""
 
 
 def kernel_env(output_dir: Path) -> dict[str, str]:
@@ -78,6 +82,7 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
             cases = json.loads(cases_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             cases = {}
-        return Run(read_answers(answers_dir), cases, execution, nb)
+        files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
+        return Run(read_answers(answers_dir), cases, execution, nb, files)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

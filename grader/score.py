@@ -35,9 +35,10 @@ def _answer_check(task: Task, expected: Any, answers: Mapping[str, Any], executi
 
 
 def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, Any],
-                 execution: Execution) -> list[CheckResult]:
+                 execution: Execution, verdicts: Mapping[str, list[str]] | None = None) -> list[CheckResult]:
     checks = []
     for case in task.cases:
+        problems = (verdicts or {}).get(case.id)
         record = records.get(case.id)
         if record is None:
             status = execution.status if execution.status != "completed" else "missing"
@@ -48,6 +49,11 @@ def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, 
         elif record["status"] == "error":
             checks.append(CheckResult(case.id, "error", 0, case.points,
                                       f"{task.function}() raised {record['message']}", case.hidden))
+        elif problems:  # the grader's own check of the file this case saved (task.grader_check)
+            checks.append(CheckResult(case.id, "failed", 0, case.points, "; ".join(problems[:3]), case.hidden))
+        elif task.grader_check and problems is None:
+            checks.append(CheckResult(case.id, "missing", 0, case.points,
+                                      "the grader did not receive the model this case saved", case.hidden))
         else:
             mismatches = compare(expected[case.id], record.get("value"), task.tolerance, path="result")
             if mismatches:
@@ -59,15 +65,19 @@ def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, 
 
 
 def score(lab: Lab, references: Mapping[str, Any], answers: Mapping[str, Any],
-          cases: Mapping[str, Mapping[str, Any]], execution: Execution) -> tuple[TaskResult, ...]:
+          cases: Mapping[str, Mapping[str, Any]], execution: Execution,
+          verdicts: Mapping[str, Mapping[str, list[str]]] | None = None) -> tuple[TaskResult, ...]:
     """One :class:`TaskResult` per declared task.
 
     ``references`` is the lab's reference file (``answers`` and ``cases`` sections), ``answers``
-    what the notebook exported, ``cases`` the hidden-case records written in the kernel.
+    what the notebook exported, ``cases`` the hidden-case records written in the kernel, and
+    ``verdicts`` (task id -> case id -> problems) what the grader's own checks of the saved files
+    found, for tasks with a ``grader_check`` (``grader.artifacts.verdicts``).
     """
     results = []
     for task in lab.tasks:
         checks = [_answer_check(task, references["answers"][task.id], answers, execution)]
-        checks += _case_checks(task, references["cases"].get(task.id, {}), cases.get(task.id, {}), execution)
+        checks += _case_checks(task, references["cases"].get(task.id, {}), cases.get(task.id, {}), execution,
+                               (verdicts or {}).get(task.id))
         results.append(TaskResult(task.id, task.title, tuple(checks)))
     return tuple(results)

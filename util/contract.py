@@ -95,6 +95,12 @@ class Task:
     """``run_case(student_function, case.spec) -> value``; builds the input and calls the function."""
     cases: tuple[Case, ...] = ()
     """Cases the grader runs ``function`` on, after the notebook has run."""
+    grader_check: str | None = None
+    """``"module:function"`` of a check the *grader* runs in its own process on each case's saved file.
+
+    For answers JSON cannot hold (an ONNX model): ``run_case`` saves the file with
+    ``util.artifacts.save_model`` and the check, ``check(spec, data, tolerance) -> [problems]``,
+    judges its bytes; a case passes only when the list is empty (see ``grader/artifacts.py``)."""
     checks: tuple[Check, ...] = ()
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
 
