@@ -25,13 +25,10 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
 from grader import sandbox as sandboxing
-from grader.limits import Limits, format_size, rlimit_prefix
+from grader.limits import Limits, rlimit_prefix
 from grader.notebook import cell_tasks
+from grader.output import BoundedClient, bounded_context, install_kernel_cap
 from grader.watchdog import Breach, Watchdog
-
-KEEP_ERROR_TEXT = 10_000
-"""Characters kept of an exception message or traceback (a huge one is truncated, never dropped)."""
-
 
 @dataclass(frozen=True)
 class CellError:
@@ -75,54 +72,19 @@ class Execution:
 
 
 class _PrefixedKernelManager(AsyncKernelManager):
-    """A kernel manager that starts the kernel through a command prefix (sandbox, rlimits)."""
+    """A kernel manager that starts the kernel through a command prefix (sandbox, rlimits) and
+    talks to it through sockets that refuse oversized messages (:func:`grader.output.bounded_context`)."""
 
     command_prefix: list[str] = []
+    max_message: int = 64 << 20
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
         return list(self.command_prefix) + super().format_kernel_cmd(extra_arguments)
 
-
-def _output_size(content: Mapping[str, Any]) -> int:
-    if "text" in content:
-        return len(content["text"])
-    return sum(len(str(value)) for value in content.get("data", {}).values())
-
-
-class _BoundedClient(NotebookClient):
-    """An nbclient client that keeps at most ``cell_limit`` bytes of output per cell and
-    ``total_limit`` per notebook, dropping the rest as it arrives (errors are always kept, shortened)."""
-
-    def __init__(self, nb: nbformat.NotebookNode, *, cell_limit: int, total_limit: int, **kwargs: Any) -> None:
-        super().__init__(nb, **kwargs)
-        self.cell_limit, self.total_limit = cell_limit, total_limit
-        self.dropped, self._total, self._cell, self._cell_used, self._noted = 0, 0, -1, 0, False
-
-    def output(self, outs, msg, display_id, cell_index):  # noqa: ANN001 (nbclient's signature)
-        if cell_index != self._cell:
-            self._cell, self._cell_used, self._noted = cell_index, 0, False
-        content = msg["content"]
-        if msg["msg_type"] == "error":
-            content["evalue"] = str(content.get("evalue", ""))[:KEEP_ERROR_TEXT]
-            content["traceback"] = ["\n".join(content.get("traceback", []))[-KEEP_ERROR_TEXT:]]
-            return super().output(outs, msg, display_id, cell_index)
-        size = _output_size(content)
-        room = min(self.cell_limit - self._cell_used, self.total_limit - self._total)
-        if size > room and msg["msg_type"] == "stream" and room > 0:  # keep the head of the text
-            content["text"], size = content["text"][:room], room
-            self.dropped += _output_size(msg["content"]) - room
-        elif size > room:
-            self.dropped += size
-            if not self._noted:
-                self._noted = True
-                outs.append(nbformat.v4.new_output(
-                    "stream", name="stderr",
-                    text=f"\n[grader: output over {format_size(self.cell_limit)} per cell "
-                         f"({format_size(self.total_limit)} per notebook) was dropped]\n"))
-            return None
-        self._cell_used += size
-        self._total += size
-        return super().output(outs, msg, display_id, cell_index)
+    def client(self, **kwargs: Any):  # noqa: ANN201 (jupyter_client's signature)
+        kc = super().client(context=bounded_context(self.max_message), **kwargs)
+        kc._created_context = True  # so kc.stop_channels() closes it, after its threads have stopped
+        return kc
 
 
 _SIGNALS = {signal.SIGSEGV: "a segmentation fault", signal.SIGBUS: "a bus error", signal.SIGABRT: "an abort",
@@ -177,12 +139,13 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *,
                                 connection_file=str(kernel_dir / "kernel.json"))
     km.command_prefix = ((sandboxing.bwrap_prefix(workdir, tmp_size=limits.fsize) if sandboxed else [])
                          + rlimit_prefix(limits))
-    client = _BoundedClient(nb, km=km, cell_limit=limits.output, total_limit=limits.notebook_output,
+    km.max_message = limits.notebook_output
+    client = BoundedClient(nb, km=km, cell_limit=limits.output, total_limit=limits.notebook_output,
                             timeout=cell_timeout, allow_errors=True, kernel_name="python3",
                             resources={"metadata": {"path": str(workdir)}}, record_timing=False,
                             shutdown_kernel="immediate")
     kernel_env = {**env, "HOME": str(workdir / ".home")}  # caches (matplotlib, IPython) stay in scratch
-    (workdir / ".home").mkdir(exist_ok=True)
+    install_kernel_cap(workdir / ".home", limits.output)
     start = time.monotonic()
     deadline = start + notebook_timeout
     errors: list[CellError] = []

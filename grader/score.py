@@ -16,6 +16,8 @@ from util.contract import Lab, Task
 def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:
     """Status and message for an answer the notebook never exported."""
     errors = [e for e in execution.errors if e.task == task.id]
+    if errors and errors[0].ename == "MemoryError":  # an allocation over the grader's memory limit
+        return "memory", errors[0].describe() + " (the cell ran out of memory: the grader limits each submission)"
     if errors:
         return "error", errors[0].describe()  # the first is the cause; later ones follow from it
     if execution.status != "completed":
@@ -46,6 +48,9 @@ def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, 
             checks.append(CheckResult(case.id, status, 0, case.points, message, case.hidden))
         elif record["status"] == "missing":
             checks.append(CheckResult(case.id, "missing", 0, case.points, record["message"], case.hidden))
+        elif record["status"] == "error" and record["message"].startswith("MemoryError"):
+            checks.append(CheckResult(case.id, "memory", 0, case.points,
+                                      f"{task.function}() ran out of memory: {record['message']}", case.hidden))
         elif record["status"] == "error":
             checks.append(CheckResult(case.id, "error", 0, case.points,
                                       f"{task.function}() raised {record['message']}", case.hidden))
