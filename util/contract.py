@@ -139,6 +139,12 @@ class Lab:
     """Seconds the hidden cases together may run after the notebook."""
     modules: tuple[str, ...] = field(default=())
     """Source files (relative to the repo root) whose change makes the references stale."""
+    support: tuple[str, ...] = field(default=())
+    """Files or folders next to the notebook that belong to it, e.g. ``("cpp",)`` for a C++ project.
+
+    A lab with support files lives in a folder (``notebook="lab4_libtorch/lab4_libtorch.ipynb"``):
+    the build generates them with the notebook, a submission is that folder, and the grader copies
+    them from the notebook's folder into the scratch folder before running the notebook."""
 
     @property
     def max_points(self) -> float:
