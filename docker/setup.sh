@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The course's one set-up path: the README's quickstart, CI (.ci/run) and both Docker images
+# (docker/Dockerfile) all run this script, so they install exactly the same thing.
+#
+#   docker/setup.sh [VENV]     # default VENV: .venv in the repository root
+#
+# Creates a virtual environment with the Python found as `python3` (3.11), then installs the
+# pinned requirements and this repository (editable, so `util` and `grader` import from here).
+# Nothing is downloaded at run time afterwards: models are built from code with weights=None.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${1:-.venv}"
+version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+if [ "$version" != "3.11" ]; then
+    echo "setup.sh: python3 is Python $version; the course pins Python 3.11 (see README)" >&2
+    exit 1
+fi
+
+python3 -m venv "$VENV"
+"$VENV/bin/python" -m pip install --progress-bar off -r requirements.txt -e .
+"$VENV/bin/python" -c "import torch, torchvision, onnxruntime, util, grader; print('set up:', 'torch', torch.__version__, '| CUDA available:', torch.cuda.is_available())"

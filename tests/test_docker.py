@@ -1,0 +1,201 @@
+"""The Docker images, checked without a Docker engine (there is none on the course machines).
+
+``docker/image_files.py`` computes, from the Dockerfile's COPY lines and ``.dockerignore``, every
+file each target puts into its image; these tests prove the student image holds no solution and
+no reference, and that the images install exactly what the README and CI install.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shlex
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.markers import ANY, BEGIN, END
+
+REPO = Path(__file__).resolve().parent.parent
+DOCKER = REPO / "docker"
+
+
+def _load_image_files():
+    spec = importlib.util.spec_from_file_location("image_files", DOCKER / "image_files.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+image_files = _load_image_files()
+STAGES = {stage.name: stage for stage in image_files.stages()}
+
+
+@pytest.fixture(scope="module")
+def student_files() -> dict[str, str]:
+    return image_files.image_files("student")
+
+
+@pytest.fixture(scope="module")
+def grader_files() -> dict[str, str]:
+    return image_files.image_files("grader")
+
+
+def _chain(target: str):
+    return image_files.lineage(list(STAGES.values()), target)
+
+
+def _solution_regions() -> list[set[str]]:
+    """The distinctive lines of each solution region in solutions/ (lines the given code never has)."""
+    regions, given = [], set()
+    for path in sorted((REPO / "solutions").glob("*.ipynb")):
+        for cell in nbformat.read(str(path), as_version=4).cells:
+            region = None
+            for line in cell.source.splitlines():
+                if BEGIN.match(line):
+                    region = set()
+                elif END.match(line):
+                    regions.append(region)
+                    region = None
+                elif region is not None:
+                    region.add(line.strip())
+                else:
+                    given.add(line.strip())
+    return [kept for r in regions if (kept := {line for line in r - given if len(line) >= 20})]
+
+
+# ---------------------------------------------------------------- what the student image holds
+
+def test_student_image_holds_no_solution_reference_or_example(student_files):
+    sources = set(student_files.values())
+    forbidden = [s for s in sources if s.startswith(("solutions/", "grader/references/", "tests/", "benchmarks/"))
+                 or (s.startswith("grader/examples/") and s != "grader/examples/__init__.py")]
+    assert forbidden == []
+    assert not any(s.endswith(".json") for s in sources), "no JSON file (references, answers) belongs there"
+
+
+def test_no_student_file_contains_solution_code(student_files):
+    """No file holds half or more of any solution region's lines (one generic line may recur in util/)."""
+    regions = _solution_regions()
+    assert len(regions) >= 10  # the solutions really have code to leak
+    for source in sorted(set(student_files.values())):
+        text = (REPO / source).read_text(encoding="utf-8", errors="replace")
+        if source.endswith(".ipynb"):
+            assert not ANY.search(text), f"{source} carries a solution marker"
+        for region in regions:
+            found = [line for line in region if line in text]
+            assert len(found) * 2 < len(region), f"{source} contains solution code: {found[:3]}"
+
+
+def test_student_image_has_the_labs_and_what_they_import(student_files):
+    sources = set(student_files.values())
+    labs = {p.relative_to(REPO).as_posix() for p in (REPO / "labs").glob("*.ipynb")}
+    assert labs and labs <= sources
+    util = {p.relative_to(REPO).as_posix() for p in (REPO / "util").rglob("*.py") if "__pycache__" not in p.parts}
+    assert util <= sources
+    for needed in ("requirements.txt", "pyproject.toml", "README.md", "docker/setup.sh", "grader/selfcheck.py",
+                   "grader/cli.py", "grader/__main__.py"):
+        assert needed in sources
+    # pip install -e . needs every package pyproject.toml lists
+    packages = re.search(r'packages = \[(.*?)\]', (REPO / "pyproject.toml").read_text()).group(1)
+    for package in re.findall(r'"([\w.]+)"', packages):
+        assert f"{package.replace('.', '/')}/__init__.py" in sources, package
+    assert student_files["/course/labs/lab1_pytorch_analysis.ipynb"] == "labs/lab1_pytorch_analysis.ipynb"
+
+
+def test_grader_image_has_everything_the_grader_needs(grader_files):
+    sources = set(grader_files.values())
+    for folder, pattern in (("solutions", "*.ipynb"), ("grader/references", "*.json"), ("labs", "*.ipynb")):
+        expected = {p.relative_to(REPO).as_posix() for p in (REPO / folder).glob(pattern)}
+        assert expected and expected <= sources, folder
+    assert "grader/examples/lab1/flops_as_macs.ipynb" in sources
+
+
+def test_dockerignore_keeps_local_state_out(tmp_path):
+    patterns = image_files.ignore_patterns(REPO)
+    for path in (".venv/bin/python", ".git/HEAD", "build/onnx/a.onnx", "labs/outputs/lab1/1.1.json",
+                 "util/__pycache__/x.pyc", "labs/.ipynb_checkpoints/a.ipynb", "ml_cost_course.egg-info/PKG-INFO"):
+        assert image_files.is_ignored(path, patterns), path
+    for path in ("labs/lab1_pytorch_analysis.ipynb", "util/models.py", "grader/references/lab1.json"):
+        assert not image_files.is_ignored(path, patterns), path
+
+
+def test_copy_globs_stay_in_one_folder_as_docker_does():
+    regex = image_files.glob_regex("grader/*.py")
+    assert regex.match("grader/cli.py") and not regex.match("grader/examples/lab1.py")
+    assert image_files.glob_regex("**/outputs").match("labs/outputs")
+    assert image_files.glob_regex("**/outputs").match("outputs")
+
+
+# ---------------------------------------------------------------- how the images are made
+
+def test_base_image_is_pinned_to_an_exact_tag():
+    bases = [s.base for s in STAGES.values() if s.base not in STAGES]
+    assert bases == ["python:3.11.7-slim-bookworm"]
+    for base in bases:
+        assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?", base), base
+
+
+def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
+    for target in ("student", "grader"):
+        runs = [i.args for stage in _chain(target) for i in stage.all("RUN")]
+        assert sum("docker/setup.sh" in r for r in runs) == 1, target
+        assert not any("pip install" in r for r in runs), "install Python packages only through docker/setup.sh"
+    setup = (DOCKER / "setup.sh").read_text()
+    assert re.search(r"pip install [^\n]*-r requirements\.txt -e \.", setup)
+    readme = (REPO / "README.md").read_text()
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "docker/setup.sh" in readme and "docker/setup.sh" in ci
+    for name, text in (("README.md", readme), (".ci/run", ci)):
+        commands = [line.split("#")[0] for line in text.splitlines()]
+        assert not any("pip install" in c for c in commands), f"{name} installs packages outside docker/setup.sh"
+
+
+def test_toolchains_lab4_needs_and_the_grader_sandbox():
+    def apt(target):
+        return " ".join(i.args for stage in _chain(target) for i in stage.all("RUN") if "apt-get install" in i.args)
+    for target in ("student", "grader"):
+        assert {"g++", "cmake"} <= set(apt(target).split()), target
+    assert "bubblewrap" in apt("grader").split()
+    assert "bubblewrap" not in apt("student").split()
+
+
+def test_images_run_as_a_user_other_than_root():
+    for target in ("student", "grader"):
+        users = [i.args for stage in _chain(target) for i in stage.all("USER")]
+        assert users and users[-1] not in ("root", "0"), target
+        runs_after = [i for i in _chain(target)[-1].instructions
+                      if i.keyword == "RUN" and "setup.sh" in i.args]
+        last_user = max(i.line for i in _chain(target)[-1].all("USER"))
+        assert all(r.line > last_user for r in runs_after), "install as the image's user, so it owns the venv"
+
+
+def _student_ports() -> set[int]:
+    return {int(p) for i in STAGES["student"].all("EXPOSE") for p in i.args.split()}
+
+
+def test_student_image_exposes_the_ports_the_readme_publishes():
+    assert _student_ports() == {8888, 8081}
+    readme = (REPO / "README.md").read_text()
+    published = {int(p) for p in re.findall(r"-p 127\.0\.0\.1:(\d+):\1", readme)}
+    assert published == _student_ports()
+    compose = (DOCKER / "compose.yaml").read_text()
+    assert {int(p) for p in re.findall(r'"127\.0\.0\.1:(\d+):\1"', compose)} == _student_ports()
+    env = " ".join(i.args for i in STAGES["student"].all("ENV"))
+    assert "NETRON_HOST=0.0.0.0" in env and "NETRON_PORT=8081" in env
+
+
+def test_student_image_starts_jupyterlab_on_8888():
+    [cmd] = STAGES["student"].all("CMD")
+    argv = json.loads(cmd.args)
+    assert argv[:2] == ["jupyter", "lab"] and "--port=8888" in argv and "--ip=0.0.0.0" in argv
+
+
+def test_ci_installs_what_the_browser_and_sandbox_tests_need():
+    ci = (REPO / ".ci" / "run").read_text()
+    apt = " ".join(line for line in ci.splitlines() if "apt-get" in line and "install" in line)
+    for package in ("chromium", "bubblewrap", "g++", "cmake"):
+        assert package in shlex.split(apt), package
