@@ -1,0 +1,188 @@
+"""The students' self-check: public checks per task, in the notebook and from a terminal.
+
+It must say passed / failed with a hint, run on the student's current answer and functions, and
+work where no reference file exists (the student image), never revealing a hidden case.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import cli
+from grader.selfcheck import run_selfcheck
+from util.answers import OUTPUT_DIR_ENV, write_answer
+from util.checks import equal
+from util.contract import Check, Lab, Task
+from util.selfcheck import check, task_report
+from util.tasks import LABS, get_lab
+
+REPO = Path(__file__).resolve().parent.parent
+TASK = Task(
+    id="9.1", title="Toy", points=1, answer="a dict {'a': int, 'b': int, 'sum': int}", function="add",
+    checks=(
+        Check("sum = a + b", lambda x: equal(x["sum"], x["a"] + x["b"], "sum"), "add the two parts"),
+        Check("add(2, 3)", lambda f: equal(f(2, 3), 5, "add(2, 3)"), "2 + 3 = 5", function=True),
+    ))
+LAB = Lab(name="lab9", title="Toy lab", notebook="lab9.ipynb", tasks=(TASK,))
+
+
+def _statuses(report):
+    return [(o.name, o.status) for o in report.outcomes]
+
+
+def test_passing_checks_say_so():
+    report = task_report(LAB, TASK, {"add": lambda a, b: a + b}, {"9.1": {"a": 1, "b": 2, "sum": 3}})
+    assert _statuses(report) == [("sum = a + b", "passed"), ("add(2, 3)", "passed")]
+    assert report.passed
+    assert report.text().startswith("Task 9.1 (Toy): 2/2 public checks passed")
+
+
+def test_a_failing_check_says_what_it_found_and_where_to_look():
+    report = task_report(LAB, TASK, {"add": lambda a, b: a * b}, {"9.1": {"a": 1, "b": 2, "sum": 4}})
+    assert _statuses(report) == [("sum = a + b", "failed"), ("add(2, 3)", "failed")]
+    assert [o.message for o in report.outcomes] == ["sum is 4; expected 3", "add(2, 3) is 6; expected 5"]
+    text = report.text()
+    assert "FAILED  add(2, 3)" in text and "hint: 2 + 3 = 5" in text and not report.passed
+
+
+def test_no_answer_no_function_and_a_raising_function_are_told_apart():
+    missing = task_report(LAB, TASK, {}, {})
+    assert _statuses(missing) == [("sum = a + b", "missing"), ("add(2, 3)", "missing")]
+    assert 'run the cell with submit("9.1", ...) first' in missing.outcomes[0].hint
+    assert "defines no function add()" in missing.outcomes[1].message
+
+    def stub(a, b):
+        raise NotImplementedError("Implement task 9.1: Toy")
+
+    raising = task_report(LAB, TASK, {"add": stub}, {"9.1": {"a": 1}})  # KeyError inside the answer check
+    assert _statuses(raising) == [("sum = a + b", "error"), ("add(2, 3)", "error")]
+    assert raising.outcomes[0].message == "KeyError: 'sum'"
+    assert raising.outcomes[1].message == "NotImplementedError: Implement task 9.1: Toy"
+
+
+def test_function_results_are_judged_as_the_grader_stores_them():
+    """A tuple comes back as a list, exactly as the hidden cases' results are stored (JSON)."""
+    task = Task(id="9.2", title="Shape", points=1, answer="a list", function="shape",
+                checks=(Check("shape", lambda f: equal(f(), [1, 2], "shape()"), "", function=True),))
+    lab = Lab(name="lab9", title="", notebook="lab9.ipynb", tasks=(task,))
+    assert task_report(lab, task, {"shape": lambda: (1, 2)}, {}).passed
+
+
+def test_check_in_a_notebook_uses_the_exported_answer_and_the_callers_functions(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path))
+    total = 6624904  # GoogLeNet's documented count, which one of the checks compares with
+    write_answer(tmp_path, "1.1", {"total": total, "trainable": total - 100, "non_trainable": 100})
+    code = ("def count_parameters(model):\n"
+            "    total = sum(p.numel() for p in model.parameters())\n"
+            "    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)\n"
+            "    return {'total': total, 'trainable': trainable, 'non_trainable': total - trainable}\n"
+            "from util import check\n"
+            "check('1.1')\n")
+    exec(compile(code, "<notebook cell>", "exec"), {})  # check() finds count_parameters in the caller's globals
+    out = capsys.readouterr().out
+    assert out.startswith("Task 1.1 (Parameters): 4/4 public checks passed"), out
+
+    write_answer(tmp_path, "1.1", {"total": total, "trainable": total, "non_trainable": 0})
+    namespace = {"count_parameters": lambda model: {"total": 12, "trainable": 12, "non_trainable": 0}}
+    check("1.1", namespace)
+    out = capsys.readouterr().out
+    assert "Task 1.1 (Parameters): 2/4 public checks passed" in out
+    assert "FAILED  the frozen stem is non-trainable" in out and "non_trainable is 0; expected at least 1" in out
+    assert "the result['trainable'] is 12; expected 6" in out
+
+
+@pytest.mark.parametrize("lab_name", ["lab1", "lab2"])
+def test_labs_1_and_2_declare_public_checks_for_every_task(lab_name):
+    lab = get_lab(lab_name)
+    for task in lab.tasks:
+        names = [c.name for c in task.checks]
+        assert names and len(names) == len(set(names)), task.id
+        assert any(not c.function for c in task.checks), f"task {task.id}: no check of the exported answer"
+        assert any(c.function for c in task.checks), f"task {task.id}: no check of the student's function"
+
+
+def test_every_declared_check_names_a_function_when_it_calls_one():
+    for lab in LABS.values():
+        for task in lab.tasks:
+            for c in task.checks:
+                assert c.hint and c.name, (task.id, c)
+                if c.function:
+                    assert task.function, (task.id, c.name)
+
+
+# ---------------------------------------------------------------- whole notebooks
+
+def _student_image_copy(root: Path) -> Path:
+    """The files of the student image (docker/image_files.py), copied under ``root``."""
+    spec = importlib.util.spec_from_file_location("image_files", REPO / "docker" / "image_files.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    for image_path, source in module.image_files("student").items():
+        target = root / Path(image_path).relative_to("/course")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / source, target)
+    return root
+
+
+@pytest.fixture(scope="module")
+def student_image(tmp_path_factory) -> Path:
+    return _student_image_copy(tmp_path_factory.mktemp("course"))
+
+
+def _run_in(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    env.pop(OUTPUT_DIR_ENV, None)
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.notebook
+def test_grader_check_works_in_the_student_image_where_no_reference_exists(student_image):
+    assert not (student_image / "grader" / "references").exists()
+    assert not (student_image / "solutions").exists()
+    where = _run_in(student_image, "-c", "import grader, util; print(grader.__file__); print(util.__file__)")
+    assert where.stdout.split() == [str(student_image / "grader" / "__init__.py"),
+                                    str(student_image / "util" / "__init__.py")]
+
+    solution = _run_in(student_image, "-m", "grader", "check", str(REPO / "solutions" / "lab1_pytorch_analysis.ipynb"))
+    assert solution.returncode == 0, solution.stdout + solution.stderr
+    assert "5/5 tasks pass all their public checks" in solution.stdout
+
+    mistake = REPO / "grader" / "examples" / "lab1" / "grouped_conv_ignored.ipynb"
+    result = _run_in(student_image, "-m", "grader", "check", str(mistake))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Task 1.4 (MACs): 4/5 public checks passed" in result.stdout
+    assert "FAILED  count_macs on Conv2d(4, 8, 3, padding=1, groups=2) at 1x4x8x8" in result.stdout
+    assert "the total is 18,432; expected 9,216" in result.stdout
+    assert "4/5 tasks pass all their public checks" in result.stdout
+    hidden = [case.id for task in get_lab("lab1").tasks for case in task.cases]
+    assert not [case for case in hidden if case in result.stdout], "a hidden case was named"
+
+
+@pytest.mark.notebook
+def test_grader_check_on_the_generated_lab_reports_every_task_unfinished(capsys):
+    code = cli.main(["check", str(REPO / "labs" / "lab2_onnx_analysis.ipynb")])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "0/5 tasks pass all their public checks" in out
+    assert "NotImplementedError: Implement task 2.3: Memory bandwidth per node" in out
+    assert "task 2.1 has no exported answer yet" in out
+    assert "note: cell" in out  # the stubs' errors are listed, as the grader would see them
+
+
+@pytest.mark.notebook
+def test_lab2_checks_pass_on_the_solution_and_catch_the_int64_mistake():
+    lab = get_lab("lab2")
+    solution = run_selfcheck(REPO / "solutions" / lab.notebook, lab)
+    assert solution.execution.status == "completed" and solution.passed, solution.text()
+    mistake = run_selfcheck(REPO / "grader" / "examples" / "lab2" / "int64_as_four_bytes.ipynb", lab)
+    assert [r.task_id for r in mistake.reports if not r.passed] == ["2.2"]
+    [failed] = [o for r in mistake.reports for o in r.outcomes if o.status != "passed"]
+    assert failed.name == "inspect_node on a Reshape whose shape input is an int64 tensor [2]"
+    assert failed.message == "the shape input['bytes'] is 8; expected 16"
