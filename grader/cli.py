@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from grader.limits import Limits, parse_size
 from util.tasks import LABS, get_lab
 
 
@@ -25,7 +26,22 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
     g.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
-    g.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
+    g.add_argument("--timeout", "--notebook-timeout", dest="notebook_timeout", type=int, metavar="S",
+                   help="seconds per notebook (default: the lab's, 900)")
+    g.add_argument("--memory", type=parse_size, default=Limits.memory, metavar="SIZE",
+                   help="memory for one submission, all its processes together, e.g. 4G (default: 4G)")
+    g.add_argument("--procs", type=int, default=Limits.procs, metavar="N",
+                   help="processes one submission may run at once (default: %(default)s)")
+    g.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE",
+                   help="largest file a submission may write, and its /tmp (default: 1G)")
+    g.add_argument("--max-output", type=parse_size, default=Limits.output, metavar="SIZE",
+                   help="printed output kept per cell; the rest is dropped, never graded (default: 1M)")
+    g.add_argument("--force", action="store_true",
+                   help="regrade every submission, even those already graded against the same inputs")
+    g.add_argument("--feedback-dir", type=Path, metavar="DIR",
+                   help="also write each student's feedback as DIR/<submission>.md (always in OUT/<submission>/)")
+    g.add_argument("--no-sandbox", action="store_true",
+                   help="run kernels without bubblewrap even where it works (limits still apply)")
 
     b = sub.add_parser("build", help="generate labs/ and example submissions from solutions/")
     b.add_argument("--check", action="store_true", help="fail if generated files are stale; write nothing")
@@ -48,9 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
         from grader import grade
+        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, output=args.max_output)
         return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
-                          notebook_timeout=args.notebook_timeout, jobs=args.jobs)
+                          notebook_timeout=args.notebook_timeout, jobs=args.jobs, limits=limits,
+                          force=args.force, feedback_dir=args.feedback_dir,
+                          sandbox=False if args.no_sandbox else None)
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,

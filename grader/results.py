@@ -102,6 +102,14 @@ class SubmissionResult:
         data["score"], data["max_score"] = self.score, self.max_score
         return data
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SubmissionResult":
+        """The inverse of :meth:`to_dict` (derived ``score`` / ``max_score`` are recomputed)."""
+        tasks = tuple(TaskResult(t["task_id"], t["title"], tuple(CheckResult(**c) for c in t["checks"]))
+                      for t in data["tasks"])
+        return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
+                   tuple(data.get("notes", ())))
+
     def to_gradescope_dict(self) -> dict[str, Any]:
         """Gradescope's results.json schema."""
         return {

@@ -41,6 +41,34 @@ class Run:
     """The executed notebook, with outputs (for instructors to read)."""
     files: dict[str, bytes | str] = field(default_factory=dict)
     """Files the hidden cases saved for the grader's own checks (``grader.artifacts.read_files``)."""
+    oversized: dict[str, int] = field(default_factory=dict)
+    """Task id (or ``hidden cases``) -> size in bytes of an export too large to read (not graded)."""
+
+
+MAX_EXPORT_BYTES = 16 << 20
+"""Largest exported answer (or hidden-case record file) the grader reads; no task needs 1 MiB."""
+
+
+def _distrust_exports(answers_dir: Path, cases_path: Path) -> dict[str, int]:
+    """Make the kernel's exports safe to read: drop links and odd files, set aside huge ones.
+
+    The student's code wrote these files, so a link could point at a file only the grader can
+    read (its references) and a huge file could exhaust its memory.
+    """
+    oversized: dict[str, int] = {}
+    if answers_dir.is_symlink():
+        answers_dir.unlink()
+    paths = [(p.stem, p) for p in answers_dir.glob("*.json")] if answers_dir.is_dir() else []
+    for name, path in paths + [("hidden cases", cases_path)]:
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink()
+        elif path.is_file() and path.stat().st_size > MAX_EXPORT_BYTES:
+            oversized[name] = path.stat().st_size
+            path.unlink()
+    return oversized
 
 
 def kernel_env(output_dir: Path) -> dict[str, str]:
@@ -57,10 +85,34 @@ def kernel_env(output_dir: Path) -> dict[str, str]:
     return env
 
 
+def copy_support(lab: Lab, source_dir: Path | None, scratch: Path) -> None:
+    """Copy ``lab.support`` from ``source_dir`` into ``scratch``, without build products or links.
+
+    ``build/`` folders (a student's compiled objects) stay behind, so the grader always builds from
+    source. Links are copied as links, never followed, and a support path that is itself a link is
+    skipped: a submission cannot make the grader read a file outside it. A missing path is left
+    missing; the notebook's own error then says what is missing.
+    """
+    if source_dir is None:
+        return
+    skip = shutil.ignore_patterns("build", "__pycache__", ".ipynb_checkpoints")
+    for name in lab.support:
+        source = source_dir / name
+        if source.is_symlink() or not source.exists():
+            continue
+        if source.is_dir():
+            shutil.copytree(source, scratch / name, symlinks=True, ignore=skip)
+        else:
+            shutil.copy2(source, scratch / name)
+
+
 def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | None = None,
                  notebook_timeout: int | None = None, limits: Limits | None = None,
-                 sandbox: bool | None = None) -> Run:
+                 sandbox: bool | None = None, source_dir: Path | None = None) -> Run:
     """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases.
+
+    ``source_dir`` is the notebook's folder: the lab's support files (``Lab.support``, e.g. a C++
+    project) are copied from there into the scratch folder first (:func:`copy_support`).
 
     Time limits: ``cell_timeout`` / ``notebook_timeout`` if given, else ``limits``', else the lab's.
     ``limits`` also bounds memory, processes, file size and output; ``sandbox`` forces the
@@ -72,17 +124,19 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
                      notebook_timeout=notebook_timeout or limits.notebook_timeout or lab.notebook_timeout)
     scratch = Path(tempfile.mkdtemp(prefix=f"grade-{lab.name}-"))
     try:
+        copy_support(lab, source_dir, scratch)
         answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
         execution = execute(
             nb, scratch, kernel_env(answers_dir),
             cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
             extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
             extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+        oversized = _distrust_exports(answers_dir, cases_path)
         try:
             cases = json.loads(cases_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             cases = {}
         files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
-        return Run(read_answers(answers_dir), cases, execution, nb, files)
+        return Run(read_answers(answers_dir), cases, execution, nb, files, oversized)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
