@@ -3,6 +3,12 @@
 ``solutions/<lab>.ipynb``  ->  ``labs/<lab>.ipynb``            (solution regions become stubs)
                            ->  ``grader/examples/<lab>/*.ipynb`` (one realistic mistake each)
 
+A lab with support files (``Lab.support``, e.g. a ``cpp/`` project) is a folder,
+``solutions/<folder>/<lab>.ipynb`` plus its support files: ``labs/<folder>/`` gets the notebook and
+the support files with their regions stubbed (C++ stubs compile and throw), and each example
+submission is a folder ``grader/examples/<lab>/<mistake>/`` holding ``<mistake>.ipynb`` and the
+support files with the mistake applied. Support folders' ``build/`` sub-folders are never copied.
+
 ``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
 left behind, a committed notebook carries outputs, or a task heading disagrees with the declaration.
 """
@@ -17,11 +23,15 @@ import nbformat
 
 from grader import notebook
 from grader.examples import Mistake
-from grader.markers import MarkerError, has_markers, remove_markers, stub_regions
+from grader.markers import MarkerError, has_markers, remove_markers, stub_cpp, stub_regions
 from grader.run import REPO
 from util.contract import Lab
 
 SOLUTIONS, LABS, EXAMPLES = REPO / "solutions", REPO / "labs", REPO / "grader" / "examples"
+CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".h", ".hpp")
+"""Support files with C++ solution regions (``// ### BEGIN SOLUTION``); others are copied as they are."""
+SKIPPED = ("build", "outputs", "__pycache__", ".ipynb_checkpoints")
+"""Folder names inside support folders that are build products, never sources."""
 
 
 def _rel(path: Path) -> Path:
@@ -32,6 +42,37 @@ def _rel(path: Path) -> Path:
 class BuildOutput:
     path: Path
     text: str
+
+
+def support_files(lab: Lab, root: Path = SOLUTIONS) -> dict[str, str]:
+    """The text of ``lab``'s support files under ``root``: path relative to the notebook's folder -> text."""
+    folder = (root / lab.notebook).parent
+    found: dict[str, str] = {}
+    for name in lab.support:
+        path = folder / name
+        if not path.exists():
+            raise ValueError(f"{_rel(path)} is missing: Lab.support of {lab.name} names it")
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*") if p.is_file() and not set(p.relative_to(folder).parts) & set(SKIPPED))
+        for file in files:
+            found[file.relative_to(folder).as_posix()] = file.read_text(encoding="utf-8")
+    return found
+
+
+def example_path(lab: Lab, mistake: Mistake) -> Path:
+    """Where the example notebook for ``mistake`` is generated (inside its own folder for folder labs)."""
+    if lab.support:
+        return EXAMPLES / lab.name / mistake.name / f"{mistake.name}.ipynb"
+    return EXAMPLES / lab.name / f"{mistake.name}.ipynb"
+
+
+def _stub_support(lab: Lab, relative: str, text: str) -> str:
+    where = f"{Path(lab.notebook).parent.as_posix()}/{relative}"
+    if relative.endswith(CPP_SUFFIXES):
+        return stub_cpp(text, {t.id: t.title for t in lab.tasks}, where)
+    if has_markers(text):
+        raise MarkerError(f"{where}: solution markers in a file that is not C++ (only .cpp/.h files may have them)")
+    return text
 
 
 def mistakes(lab: Lab) -> tuple[Mistake, ...]:
@@ -80,19 +121,32 @@ def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return nb
 
 
-def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake) -> nbformat.NotebookNode:
-    """The solution with ``mistake`` applied and the markers removed, as a student would submit it."""
+def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake,
+                 support: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """The solution with ``mistake`` applied and the markers removed, as a student would submit it.
+
+    ``support`` (relative path -> text, see :func:`support_files`) is edited in place the same way:
+    a replacement must occur exactly once in the notebook's code cells and those files together.
+    """
     nb = notebook.strip_outputs(copy.deepcopy(nb))
     code = [c for c in nb.cells if c.cell_type == "code"]
+    support = {} if support is None else support
     for old, new in mistake.replacements:
         hits = [c for c in code if old in c.source]
-        total = sum(c.source.count(old) for c in hits)
+        files = [name for name, text in support.items() if old in text]
+        total = sum(c.source.count(old) for c in hits) + sum(support[name].count(old) for name in files)
         if total != 1:
             raise ValueError(f"example {lab.name}/{mistake.name}: {old[:50]!r} occurs {total} times in "
-                             f"solutions/{lab.notebook}; it must occur exactly once")
-        hits[0].source = hits[0].source.replace(old, new)
+                             f"solutions/{lab.notebook}" + (" and its support files" if lab.support else "")
+                             + "; it must occur exactly once")
+        if hits:
+            hits[0].source = hits[0].source.replace(old, new)
+        else:
+            support[files[0]] = support[files[0]].replace(old, new)
     for index, cell in enumerate(code):
         cell.source = remove_markers(cell.source, f"{mistake.name} cell {index}")
+    for name, text in support.items():
+        support[name] = remove_markers(text, f"{mistake.name}/{name}", "cpp" if name.endswith(CPP_SUFFIXES) else "python")
     return nb
 
 
@@ -103,9 +157,14 @@ def outputs(lab: Lab) -> list[BuildOutput]:
     if problems:
         raise ValueError("\n".join(problems))
     out = [BuildOutput(LABS / lab.notebook, notebook.dumps(student_copy(lab, nb)))]
+    support = support_files(lab)
+    folder = (LABS / lab.notebook).parent
+    out += [BuildOutput(folder / name, _stub_support(lab, name, text)) for name, text in support.items()]
     for mistake in mistakes(lab):
-        out.append(BuildOutput(EXAMPLES / lab.name / f"{mistake.name}.ipynb",
-                               notebook.dumps(example_copy(lab, nb, mistake))))
+        files = dict(support)
+        path = example_path(lab, mistake)
+        out.append(BuildOutput(path, notebook.dumps(example_copy(lab, nb, mistake, files))))
+        out += [BuildOutput(path.parent / name, text) for name, text in files.items()]
     return out
 
 
@@ -140,6 +199,15 @@ def check(lab: Lab) -> list[str]:
     if folder.is_dir():
         problems += [f"{_rel(p)} is not declared in grader/examples/{lab.name}.py; delete it"
                      for p in sorted(folder.glob("*.ipynb")) if p not in expected]
+        if lab.support:
+            declared = {path.parent for path in expected}
+            problems += [f"{_rel(p)} is not declared in grader/examples/{lab.name}.py; delete it"
+                         for p in sorted(folder.iterdir()) if p.is_dir() and p not in declared]
+    folders = {(LABS / lab.notebook).parent} | {example_path(lab, m).parent for m in mistakes(lab)}
+    for generated in sorted(folders) if lab.support else ():
+        stale = [p for p in generated.rglob("*") if p.is_file() and p not in expected
+                 and not set(p.relative_to(generated).parts) & set(SKIPPED)]
+        problems += [f"{_rel(p)} is not generated from solutions/; delete it" for p in sorted(stale)]
     return problems
 
 
