@@ -2,7 +2,7 @@
 every example submission gets exactly the score its declared mistakes imply."""
 import pytest
 
-from grader.build import EXAMPLES, LABS, SOLUTIONS, mistakes
+from grader.build import LABS, SOLUTIONS, example_path, mistakes
 from grader.results import ANSWER
 from util.tasks import LABS as DECLARED
 
@@ -40,7 +40,7 @@ def test_every_lab_has_example_submissions():
 @pytest.mark.parametrize("lab_name, mistake", EXAMPLE_PARAMS)
 def test_example_submission_gets_exactly_its_partial_score(graded, lab_name, mistake):
     lab = DECLARED[lab_name]
-    result = graded(EXAMPLES / lab_name / f"{mistake.name}.ipynb", lab_name)
+    result = graded(example_path(lab, mistake), lab_name)
     names = {t.id: {ANSWER, *(c.id for c in t.cases)} for t in lab.tasks}
     for task_id, checks in mistake.expected_failures.items():
         assert set(checks) <= names[task_id], f"{mistake.name} names unknown checks of task {task_id}"
