@@ -99,7 +99,8 @@ def _differences(first: dict[str, Any], second: dict[str, Any]) -> list[str]:
 
 def produce(lab: Lab) -> dict[str, Any]:
     """Run the solution once and return its reference content."""
-    return _collect(lab, run_notebook(notebook.read(SOLUTION_DIR / lab.notebook), lab))
+    path = SOLUTION_DIR / lab.notebook
+    return _collect(lab, run_notebook(notebook.read(path), lab, source_dir=path.parent))
 
 
 @dataclass(frozen=True)
