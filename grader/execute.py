@@ -71,6 +71,10 @@ class Execution:
     """Bytes of cell output dropped over the output limits."""
 
 
+SLACK = 64 << 10
+"""Bytes the grader accepts per cell beyond the kernel's own cap (its note, the export's print)."""
+
+
 class _PrefixedKernelManager(AsyncKernelManager):
     """A kernel manager that starts the kernel through a command prefix (sandbox, rlimits) and
     talks to it through sockets that refuse oversized messages (:func:`grader.output.bounded_context`)."""
@@ -140,7 +144,7 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *,
     km.command_prefix = ((sandboxing.bwrap_prefix(workdir, tmp_size=limits.fsize) if sandboxed else [])
                          + rlimit_prefix(limits))
     km.max_message = limits.notebook_output
-    client = BoundedClient(nb, km=km, cell_limit=limits.output, total_limit=limits.notebook_output,
+    client = BoundedClient(nb, km=km, cell_limit=limits.output + SLACK, total_limit=limits.notebook_output,
                             timeout=cell_timeout, allow_errors=True, kernel_name="python3",
                             resources={"metadata": {"path": str(workdir)}}, record_timing=False,
                             shutdown_kernel="immediate")
