@@ -1,0 +1,89 @@
+"""Labs use CUDA when present and the CPU otherwise, with no failure either way.
+
+The course machines have no GPU, so the "GPU present" side is simulated: ``torch.cuda.is_available``
+reports True (in this process, or in the graded kernel through a ``sitecustomize`` module) while
+everything still runs on the CPU. That proves nothing in the labs or the grader assumes a GPU
+away, and that what is graded does not depend on whether one is reported.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+import util
+from grader.grade import grade_submission
+from util.models import build_model, example_input
+from util.tasks import get_lab
+
+REPO = Path(__file__).resolve().parent.parent
+HARD_CUDA = re.compile(r"""\.cuda\(|\.to\(\s*['"]cuda|device\s*=\s*['"]cuda|torch\.device\(\s*['"]cuda"""
+                       r"""|torch\.cuda\.(?!is_available\b)""")
+"""Code that needs a GPU to run: moving to CUDA or calling into torch.cuda beyond asking if one exists."""
+
+
+def test_setup_returns_cpu_without_a_gpu_and_cuda_with_one(monkeypatch):
+    assert util.setup() == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert util.setup() == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert util.setup() == "cuda"           # only reports it: nothing is moved, nothing initialises CUDA
+    assert torch.get_num_threads() == util.THREADS
+
+
+def test_this_machine_has_no_gpu_so_the_labs_run_on_the_cpu():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present here; the simulated tests below still cover the CPU path")
+    assert util.setup() == "cpu"
+
+
+def _sources() -> list[tuple[str, str]]:
+    out = []
+    for path in sorted([*REPO.glob("util/**/*.py"), *REPO.glob("grader/**/*.py")]):
+        out.append((path.relative_to(REPO).as_posix(), path.read_text(encoding="utf-8")))
+    for path in sorted([*REPO.glob("solutions/**/*.ipynb"), *REPO.glob("labs/**/*.ipynb")]):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        cells = nbformat.read(str(path), as_version=4).cells
+        out.append((path.relative_to(REPO).as_posix(), "\n".join(c.source for c in cells if c.cell_type == "code")))
+    return out
+
+
+def test_no_lab_or_course_code_requires_cuda():
+    sources = _sources()
+    assert any(name.startswith("solutions/") for name, _ in sources)
+    found = [(name, m.group(0)) for name, text in sources for m in HARD_CUDA.finditer(text)]
+    assert found == [], "use the device setup() returns, and only where a GPU is optional"
+
+
+def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert util.setup() == "cuda"
+    model = build_model("tiny_grouped")
+    x = example_input((2, 4, 16, 16))
+    assert {p.device.type for p in model.parameters()} == {"cpu"} and x.device.type == "cpu"
+    with torch.no_grad():
+        assert model(x).shape == (2, 10)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("lab_name", ["lab1", "lab2"])
+def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_path, monkeypatch):
+    """The graded kernel believes a GPU exists (sitecustomize patches torch): same full marks."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import torch\ntorch.cuda.is_available = lambda: True  # simulated GPU (tests/test_device.py)\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    lab = get_lab(lab_name)
+    # sandbox off: the sandbox hides /tmp, where the patch lives (the device question is not the sandbox's)
+    result = grade_submission(REPO / "solutions" / lab.notebook, lab, tmp_path / "out", sandbox=False)
+    failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
+    assert failing == [] and result.score == result.max_score == 100
+    executed = nbformat.read(str(tmp_path / "out" / "executed.ipynb"), as_version=4)
+    if lab_name == "lab1":  # its first cell says which device setup() returned
+        printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+        assert "a GPU is available" in printed
