@@ -1,0 +1,94 @@
+"""Limits parsing, the sandbox's shape and its fallback, feedback and statistics from small results."""
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from grader import feedback, sandbox, stats
+from grader.execute import execute
+from grader.limits import Limits, format_size, parse_size
+from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.run import REPO, kernel_env
+
+
+@pytest.mark.parametrize("text, size", [("4G", 4 << 30), ("512M", 512 << 20), ("100k", 100 << 10),
+                                        ("1.5GiB", 3 << 29), ("2048", 2048), (77, 77)])
+def test_sizes_parse_in_binary_units(text, size):
+    assert parse_size(text) == size
+
+
+def test_a_bad_size_says_how_to_write_one():
+    with pytest.raises(ValueError, match="e.g. 512M, 4G"):
+        parse_size("four gigs")
+
+
+def test_sizes_print_for_people():
+    assert (format_size(4 << 30), format_size(768 << 20), format_size(1536), format_size(12)) == (
+        "4 GiB", "768 MiB", "1.5 KiB", "12 bytes")
+
+
+def test_the_sandbox_shows_util_but_not_the_grader_and_writes_only_scratch(tmp_path):
+    args = sandbox.bwrap_prefix(tmp_path, tmp_size=1 << 30)
+    binds = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
+    assert (str(REPO / "util"), str(REPO / "util")) in binds
+    assert not any(source in (str(REPO), str(REPO / "grader"), "/") for source, _ in binds)
+    writable = [args[i + 1] for i, a in enumerate(args) if a == "--bind"]
+    assert writable == [str(tmp_path.resolve())]
+    for flag in ("--unshare-all", "--die-with-parent", "--new-session"):
+        assert flag in args
+    assert args[args.index("--tmpfs") - 1] == str(1 << 30)  # a bounded /tmp
+
+
+def test_without_bubblewrap_it_warns_what_is_not_enforced(monkeypatch, capsys):
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "off")
+    sandbox.unavailable_reason.cache_clear()
+    sandbox._warn_once.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="WITHOUT a sandbox"):
+            assert sandbox.available() is False
+        err = capsys.readouterr().err
+        assert "can use the network, read any file" in err and "apt-get install bubblewrap" in err
+    finally:
+        sandbox.unavailable_reason.cache_clear()
+        sandbox._warn_once.cache_clear()
+
+
+def test_without_the_sandbox_limits_still_hold_and_nothing_outlives_the_run(tmp_path):
+    nb = new_notebook(cells=[
+        new_code_cell("import subprocess\nsubprocess.Popen(['sleep', '4343'], start_new_session=True)"),
+        new_code_cell("x = []\nwhile True:\n    x.append(b'x' * 10**7)"),
+    ])
+    execution = execute(nb, tmp_path, kernel_env(tmp_path / "answers"), cell_timeout=20, notebook_timeout=40,
+                        limits=Limits(memory=512 << 20), sandbox=False)
+    assert not execution.sandboxed
+    assert [(e.cell, e.ename) for e in execution.errors] == [(1, "MemoryError")]
+    time.sleep(0.3)
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "4343" in (p.info["cmdline"] or [])]
+
+
+def _result(*checks, status="completed", notes=()):
+    return SubmissionResult("amy.ipynb", "lab9", (TaskResult("9.1", "First", tuple(checks)),), 1.0, status, notes)
+
+
+def test_feedback_lists_each_check_with_a_hint_per_problem():
+    text = feedback.render("amy", _result(CheckResult("answer", "passed", 5, 5, ""),
+                                          CheckResult("big@1x3", "failed", 0, 3, "result['total'] differs", True),
+                                          status="timeout", notes=("cell 4 was\nstill running",)))
+    assert "**Score: 5 / 8**" in text
+    assert "| answer | 5/5 | passed | correct |" in text
+    assert "| big@1x3 (hidden input) | 0/3 | failed | result['total'] differs |" in text
+    assert f"*Hint (failed):* {feedback.HINTS['failed']}" in text
+    assert "- cell 4 was still running" in text and "did not run to the end (timeout)" in text
+
+
+def test_statistics_group_failures_that_differ_only_in_numbers():
+    results = [(n, _result(CheckResult("answer", status, score, 5, message)))
+               for n, status, score, message in [("a", "passed", 5, ""), ("b", "error", 0, "cell 3 raised KeyError"),
+                                                 ("c", "error", 0, "cell 7 raised KeyError"),
+                                                 ("d", "failed", 0, "expected 4 found 5")]]
+    [task] = stats.compute(results)
+    assert (task.submissions, task.mean, task.pass_rate) == (4, 1.25, 0.25)
+    assert (task.common_failure, task.common_failure_count) == ("error: answer: cell N raised KeyError", 2)
