@@ -1,4 +1,6 @@
-"""Command line: ``python -m grader {grade,check,build,regen}``. This module only parses arguments."""
+"""Command line: ``python -m grader {grade,check,build,regen,gradescope,autograde}``.
+
+This module only parses arguments."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +56,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     c.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
 
+    for name, help_text in (("gradescope", "build a lab's Gradescope autograder zip"),
+                            ("autograde", "grade $GRADESCOPE_ROOT/submission into results/results.json "
+                                          "(run_autograder calls this)")):
+        a = sub.add_parser(name, help=help_text)
+        a.add_argument("--lab", choices=list(LABS), required=True)
+        if name == "gradescope":
+            a.add_argument("--out", type=Path, help="the zip to write (default: build/autograder_<lab>.zip)")
+        else:
+            a.add_argument("--root", type=Path, help="instead of $GRADESCOPE_ROOT or /autograder")
+        a.add_argument("--memory", type=parse_size, default=Limits.memory, metavar="SIZE",
+                       help="memory per submission (default: 4G; keep it under the Gradescope machine's)")
+        a.add_argument("--procs", type=int, default=Limits.procs, metavar="N")
+        a.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE")
+
     r = sub.add_parser("regen", help="regenerate reference answers by running the solutions")
     r.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
     r.add_argument("--lab", choices=list(LABS))
@@ -74,6 +90,13 @@ def main(argv: list[str] | None = None) -> int:
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
                               notebook_timeout=args.notebook_timeout)
+    if args.command in ("gradescope", "autograde"):
+        from grader import gradescope
+        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize)
+        if args.command == "gradescope":
+            out = args.out or Path("build") / f"autograder_{args.lab}.zip"
+            return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=limits)
+        return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=limits)
     if args.command == "build":
         from grader import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
