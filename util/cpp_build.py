@@ -98,7 +98,9 @@ def source_fingerprint(source_dir: Path) -> str:
 
 def _run(command: list[str], what: str, source_dir: Path) -> str:
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+        # LC_ALL=C: plain ASCII quotes in the compiler's messages, whatever the locale
+        done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
+                              env={**os.environ, "LC_ALL": "C"})
     except subprocess.TimeoutExpired:
         raise CppBuildError(f"{what} took longer than {BUILD_TIMEOUT} s and was stopped") from None
     if done.returncode != 0:
