@@ -197,5 +197,5 @@ def test_student_image_starts_jupyterlab_on_8888():
 def test_ci_installs_what_the_browser_and_sandbox_tests_need():
     ci = (REPO / ".ci" / "run").read_text()
     apt = " ".join(line for line in ci.splitlines() if "apt-get" in line and "install" in line)
-    for package in ("chromium", "bubblewrap", "g++", "cmake"):
+    for package in ("chromium", "chromium-driver", "bubblewrap", "g++", "cmake"):
         assert package in shlex.split(apt), package
