@@ -14,13 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from grader import cli
+from grader import cli, references
+from grader.notebook import solution_namespace
 from grader.selfcheck import run_selfcheck
 from util.answers import OUTPUT_DIR_ENV, write_answer
 from util.checks import equal
 from util.contract import Check, Lab, Task
 from util.selfcheck import check, task_report
-from util.tasks import LABS, get_lab
+from util.tasks import LABS, get_lab, lab3_checks, lab4_checks
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = Task(
@@ -114,6 +115,64 @@ def test_every_declared_check_names_a_function_when_it_calls_one():
                 assert c.hint and c.name, (task.id, c)
                 if c.function:
                     assert task.function, (task.id, c.name)
+
+
+PENDING = {"lab3": lab3_checks.CHECKS, "lab4": lab4_checks.CHECKS}
+"""Public checks written for labs 3 and 4, until their declarations attach them (``checks=CHECKS[id]``)."""
+
+
+def _checks(lab: Lab, task: Task) -> tuple[Check, ...]:
+    return task.checks or PENDING.get(lab.name, {}).get(task.id, ())
+
+
+def test_pending_checks_name_declared_tasks_and_their_functions():
+    for lab_name, checks in PENDING.items():
+        if lab_name not in LABS:
+            continue
+        tasks = {t.id: t for t in get_lab(lab_name).tasks}
+        assert set(checks) == set(tasks), lab_name
+        for task_id, declared in checks.items():
+            assert all(tasks[task_id].function for c in declared if c.function), task_id
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_public_checks_pass_on_the_reference_answers_and_the_solution_functions(lab_name, tmp_path, monkeypatch):
+    """A public check that the solution fails would mislead every student: none may."""
+    from dataclasses import replace
+
+    lab = get_lab(lab_name)
+    answers = references.load(lab)["answers"]
+    folder = Path(lab.notebook).parent
+    if folder != Path("."):  # a folder lab (notebook + support files): run in a copy of its folder
+        shutil.copytree(REPO / "solutions" / folder, tmp_path / folder, ignore=shutil.ignore_patterns("build"))
+    monkeypatch.chdir(tmp_path / folder)  # the solution's cells may save files in the working directory
+    monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path / "outputs"))
+    with_functions = tuple(t.id for t in lab.tasks if any(c.function for c in _checks(lab, t)))
+    namespace = solution_namespace(lab_name, with_functions) if with_functions else {}
+    for task in lab.tasks:
+        checks = _checks(lab, task)
+        assert checks, f"task {task.id} has no public check"
+        report = task_report(lab, replace(task, checks=checks), namespace, answers)
+        assert report.passed, report.text()
+
+
+@pytest.mark.notebook
+def test_lab3_function_checks_catch_ignored_attributes_bounds_and_a_blind_comparison():
+    solution = solution_namespace("lab3", ("3.1", "3.2", "3.3", "3.4"))  # 3.4 uses 3.3's chain
+    checks = {c.name: c for task_id in ("3.1", "3.2", "3.4") for c in lab3_checks.CHECKS[task_id] if c.function}
+    gemm, tiled, report = solution["gemm_model"], solution["tiled_gemm_model"], solution["equivalence_report"]
+
+    def run(name_start, function):
+        [check] = [c for name, c in checks.items() if name.startswith(name_start)]
+        return check.test(function)
+
+    assert run("gemm_model", gemm) is None
+    assert "differs from numpy" in run("gemm_model", lambda *a, **k: gemm(*a, **{**k, "alpha": 1.0}))
+    assert run("tiled_gemm_model", tiled) is None
+    assert "exceeds the bounds [2, 3, 2]" in run("tiled_gemm_model", lambda m, k, n, bounds, **kw: tiled(m, k, n, **kw))
+    assert run("equivalence_report", report) is None
+    assert "expected False" in run("equivalence_report", lambda *a, **k: {**report(*a, **k), "agree": True})
 
 
 # ---------------------------------------------------------------- whole notebooks

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from util.answers import output_dir, read_answers, to_jsonable, write_json
+from util.answers import AnswerError, output_dir, read_answers, to_jsonable, write_json
 from util.contract import Check, Lab, Task
 
 STATUSES = ("passed", "failed", "error", "missing")
@@ -94,8 +94,12 @@ def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any
             return CheckOutcome(check.name, "missing", f"the notebook defines no function {task.function}() yet",
                                 f"run the cell that defines {task.function} first")
 
-        def value(*args, **kwargs):  # what the function returns, as the grader would store it
-            return to_jsonable(function(*args, **kwargs), f"{task.function}(...)")
+        def value(*args, **kwargs):  # what the function returns, as the grader would store it (JSON),
+            result = function(*args, **kwargs)  # or as it is when JSON cannot hold it (an ONNX model)
+            try:
+                return to_jsonable(result)
+            except AnswerError:
+                return result
     elif not exported:
         return CheckOutcome(check.name, "missing", f"task {task.id} has no exported answer yet",
                             f'run the cell with submit("{task.id}", ...) first')
