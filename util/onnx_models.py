@@ -296,3 +296,22 @@ def gemm_chain_graph() -> onnx.ModelProto:
                               producer_name="util.onnx_models")
     model.ir_version = IR_VERSION
     return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+
+
+def perturbed(model: onnx.ModelProto, initializer: str, delta: float, index: int | None = None) -> onnx.ModelProto:
+    """A copy of ``model`` with ``delta`` added to one initializer (to one flat element, or all).
+
+    Lab 3 uses it to build a model that is *almost* the same, to test an equivalence check.
+    """
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    for init in out.graph.initializer:
+        if init.name == initializer:
+            values = numpy_helper.to_array(init).copy()
+            if index is None:
+                values += values.dtype.type(delta)
+            else:
+                values.reshape(-1)[index] += values.dtype.type(delta)
+            init.CopyFrom(numpy_helper.from_array(values, initializer))
+            return out
+    raise KeyError(f"the model has no initializer {initializer!r}")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from util.contract import Lab, Task
 
-from . import lab1, lab2, lab4
+from . import lab1, lab2, lab3, lab4
 
-LABS: dict[str, Lab] = {lab.name: lab for lab in (lab1.LAB, lab2.LAB, lab4.LAB)}
+LABS: dict[str, Lab] = {lab.name: lab for lab in (lab1.LAB, lab2.LAB, lab3.LAB, lab4.LAB)}
 """Every lab by name, in course order."""
 
 
