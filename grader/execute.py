@@ -142,7 +142,7 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *,
     km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
                                 connection_file=str(kernel_dir / "kernel.json"))
     km.command_prefix = ((sandboxing.bwrap_prefix(workdir, tmp_size=limits.fsize) if sandboxed else [])
-                         + rlimit_prefix(limits))
+                         + rlimit_prefix(limits, sandboxed=sandboxed))
     km.max_message = limits.notebook_output
     client = BoundedClient(nb, km=km, cell_limit=limits.output + SLACK, total_limit=limits.notebook_output,
                             timeout=cell_timeout, allow_errors=True, kernel_name="python3",

@@ -4,8 +4,11 @@ The limits are enforced in three layers, so that each works where the others can
 
 * kernel rlimits, set in the sandbox just before the kernel starts (:func:`rlimit_prefix`):
   ``RLIMIT_DATA`` (one process's heap: an allocation past it raises ``MemoryError`` in the
-  student's cell), ``RLIMIT_FSIZE`` (one file's size), ``RLIMIT_NPROC`` (enforced by Linux only
-  for a non-root grader; root is exempt) and ``RLIMIT_CORE`` = 0 (no core dumps);
+  student's cell), ``RLIMIT_FSIZE`` (one file's size), ``RLIMIT_CORE`` = 0 (no core dumps) and, in
+  the sandbox only, ``RLIMIT_NPROC``. Linux counts that one per user and counts threads: inside
+  the sandbox's own user namespace it counts only the submission's tasks (so it is set to
+  :data:`TASKS_PER_PROCESS` times ``procs``); outside it would count every process of the grading
+  user, so it is not set there. Root is exempt from it either way;
 * a watchdog in the grader (:mod:`grader.watchdog`) that sums the memory and counts the processes
   of the submission's whole process tree and kills the tree when either is over its limit (this is
   what holds for a root grader and for memory spread over several processes);
@@ -72,9 +75,12 @@ class Limits:
                 f"files up to {format_size(self.fsize)}, output {format_size(self.output)} per cell")
 
 
+TASKS_PER_PROCESS = 8
+"""Threads allowed per process in ``RLIMIT_NPROC`` (a kernel runs several; onnxruntime one per core)."""
+
 _SET_LIMITS = """\
 import os, resource, sys
-for name, value in (("RLIMIT_DATA", {data}), ("RLIMIT_FSIZE", {fsize}), ("RLIMIT_NPROC", {procs}), ("RLIMIT_CORE", 0)):
+for name, value in {limits!r}:
     kind = getattr(resource, name)
     hard = resource.getrlimit(kind)[1]
     value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -83,7 +89,9 @@ os.execvp(sys.argv[1], sys.argv[1:])
 """
 
 
-def rlimit_prefix(limits: Limits, python: str = sys.executable) -> list[str]:
+def rlimit_prefix(limits: Limits, python: str = sys.executable, *, sandboxed: bool = True) -> list[str]:
     """A command prefix that sets the kernel's rlimits and then ``exec``\\ s the real command."""
-    code = _SET_LIMITS.format(data=limits.memory, fsize=limits.fsize, procs=limits.procs)
-    return [python, "-c", code]
+    values = [("RLIMIT_DATA", limits.memory), ("RLIMIT_FSIZE", limits.fsize), ("RLIMIT_CORE", 0)]
+    if sandboxed:
+        values.append(("RLIMIT_NPROC", max(limits.procs * TASKS_PER_PROCESS, 256)))
+    return [python, "-c", _SET_LIMITS.format(limits=tuple(values))]

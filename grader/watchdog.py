@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -51,6 +52,11 @@ class Watchdog:
 
     def __init__(self, pid: int, *, memory: int, procs: int, interval: float = 0.2) -> None:
         self.root = psutil.Process(pid)
+        try:  # the launcher's own process group (jupyter starts kernels in a new session)
+            group = os.getpgid(pid)
+        except OSError:
+            group = None
+        self._group = group if group == pid and group != os.getpgrp() else None
         self.memory, self.procs, self.interval = memory, procs, interval
         self.breach: Breach | None = None
         self.peak_memory = 0
@@ -93,18 +99,25 @@ class Watchdog:
         self.kill_all()
 
     def kill_all(self) -> None:
-        """SIGKILL the tree and every process seen in it that is still the same process."""
+        """SIGKILL the launcher's process group, the tree, and every process seen in it since.
+
+        The group first: one ``killpg`` reaches every member at once, even one being forked (a fork
+        bomb cannot outrun it), where killing the processes one by one would let new ones escape.
+        """
+        for _ in range(50):  # until the group is empty (a group id is not reused while it has members)
+            if self._group is None:
+                break
+            try:
+                os.killpg(self._group, signal.SIGKILL)
+            except OSError:
+                break
+            time.sleep(0.01)
         for process in self.tree() + list(self._seen.values()):
             try:
                 if process.is_running():  # compares the start time: never kills a recycled pid
                     process.send_signal(signal.SIGKILL)
             except psutil.Error:
                 pass
-        try:
-            if self.root.is_running():  # the launcher's own session/process group
-                os.killpg(self.root.pid, signal.SIGKILL)
-        except (OSError, psutil.Error):
-            pass
 
     def stop(self) -> None:
         """Stop watching and make sure nothing of the submission is left running."""
