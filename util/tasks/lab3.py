@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from util.contract import Case, Lab, Task, Tolerance
+from util.tasks.lab3_checks import CHECKS as PUBLIC
 
 NUMBERS = Tolerance(rtol=1e-4, atol=1e-4)
 """Outputs of a rewritten model against the reference (float32 summation order differs)."""
@@ -99,9 +100,9 @@ LAB = Lab(
     tasks=(
         Task(
             id="3.1", title="A single Gemm", points=2,
-            answer="summarize(gemm_model(...)): a dict with 'inputs', 'outputs', 'gemms', 'matmuls', "
-                   "'max_matmul', 'ir_version_ok'",
+            answer="summarize(gemm_model(32, 64, 128, trans_b=True, alpha=0.5)): the dict summarize returns",
             tolerance=NUMBERS, function="gemm_model", run_case=_call_gemm, grader_check=f"{CHECKS}:check_gemm",
+            checks=PUBLIC["3.1"],
             cases=(
                 Case("7x5x3", _gemm(M=7, K=5, N=3), 2),
                 Case("20x9x6 transA alpha", _gemm(M=20, K=9, N=6, trans_a=True, alpha=0.75), 2),
@@ -112,10 +113,10 @@ LAB = Lab(
         ),
         Task(
             id="3.2", title="Tiled Gemm subgraph", points=4,
-            answer="summarize(tiled_gemm_model(...)): a dict with 'inputs', 'outputs', 'gemms', 'matmuls', "
-                   "'max_matmul', 'ir_version_ok'",
+            answer="summarize(tiled_gemm_model(32, 64, 128, (16, 32, 32))): the dict summarize returns",
             tolerance=NUMBERS, function="tiled_gemm_model", run_case=_call_tiled,
             grader_check=f"{CHECKS}:check_tiled",
+            checks=PUBLIC["3.2"],
             cases=(
                 Case("128x64x192 divisible", _gemm(M=128, K=64, N=192, bounds=[64, 64, 64]), 6),
                 Case("100x70x130 partial tiles", _gemm(M=100, K=70, N=130, bounds=[64, 64, 64]), 6),
@@ -133,6 +134,7 @@ LAB = Lab(
             id="3.3", title="Every Gemm of AlexNet tiled", points=4,
             answer="summarize(replace_gemms(alexnet, (64, 64, 64)))",
             tolerance=NUMBERS, function="replace_gemms", run_case=_call_model, grader_check=f"{CHECKS}:check_model",
+            checks=PUBLIC["3.3"],
             cases=(
                 Case("gemm_chain, bounds 64x64x64", {"model": "gemm_chain", "bounds": [64, 64, 64]}, 4),
                 Case("gemm_chain, bounds 4x8x16", {"model": "gemm_chain", "bounds": [4, 8, 16]}, 6),
@@ -144,6 +146,7 @@ LAB = Lab(
             answer="a dict {'max_abs_diff': float, 'agree': bool} from equivalence_report",
             keys=("max_abs_diff", "agree"), tolerance=REPORT,
             function="equivalence_report", run_case=_call_equivalence,
+            checks=PUBLIC["3.4"],
             cases=(
                 Case("one bias element +0.5", {"initializer": "b3", "delta": 0.5, "index": 4, "seed": 11,
                                                "rtol": 1e-4, "atol": 1e-4}, 4),
@@ -156,6 +159,7 @@ LAB = Lab(
             answer="a dict {'file': str, 'saved_nodes': int, 'serving': bool}",
             keys=("file", "saved_nodes", "serving"),
             function="show_in_netron", run_case=_call_netron,
+            checks=PUBLIC["3.5"],
             cases=(Case("tiny_shape_graph", {"file": "hidden_tiny.onnx"}, 3),),
         ),
         Task(
@@ -164,6 +168,7 @@ LAB = Lab(
             keys=("gemms", "within_bounds", "nodes_per_gemm_at_most_16"),
             tolerance=NUMBERS, function="replace_gemms_batched", run_case=_call_model,
             grader_check=f"{CHECKS}:check_model",
+            checks=PUBLIC["3.6"],
             cases=(
                 Case("gemm_chain, bounds 4x8x16", {"model": "gemm_chain", "bounds": [4, 8, 16],
                                                    "max_nodes_per_gemm": EFFICIENT_NODES_PER_GEMM}, 6),
