@@ -15,7 +15,7 @@ from pathlib import Path
 from grader import notebook
 from grader.execute import Execution, execute
 from grader.grade import resolve_lab
-from grader.run import kernel_env
+from grader.run import copy_support, kernel_env
 from util.contract import Lab
 from util.selfcheck import TaskReport, cell_source, read_reports
 
@@ -57,6 +57,7 @@ def run_selfcheck(path: Path, lab: Lab, *, cell_timeout: int | None = None,
     nb = notebook.read(path)
     scratch = Path(tempfile.mkdtemp(prefix=f"check-{lab.name}-"))
     try:
+        copy_support(lab, path.parent, scratch)  # a folder lab's support files (lab 4's cpp/), as grading does
         report_path = scratch / "selfcheck.json"
         execution = execute(nb, scratch, kernel_env(scratch / "answers"),
                             cell_timeout=cell_timeout or lab.cell_timeout,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from util.contract import Case, Lab, Task
+from util.tasks.lab4_checks import CHECKS
 
 RESNET18 = {"model": "resnet18", "input_shape": [1, 3, 128, 128]}
 MOBILENET_V2 = {"model": "mobilenet_v2", "input_shape": [1, 3, 160, 160]}
@@ -71,12 +72,14 @@ LAB = Lab(
                 Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 2),
                 Case("tiny_addmm@2x4x16x16", TINY, 2),
             ),
+            checks=CHECKS["4.0"],
         ),
         Task(
             id="4.1", title="Weight memory (C++)", points=6,
             answer="the analyzer's 'weights' JSON: {'tensors': int, 'parameters': int, 'bytes': int}",
             keys=("tensors", "parameters", "bytes"),
             function="analyzer", run_case=_analyze("weights"), cases=_cpp_cases(3),
+            checks=CHECKS["4.1"],
         ),
         Task(
             id="4.2", title="Activation memory (C++)", points=11,
@@ -84,6 +87,7 @@ LAB = Lab(
                    "'bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"),
             function="analyzer", run_case=_analyze("activations"), cases=_cpp_cases(8),
+            checks=CHECKS["4.2"],
         ),
         Task(
             id="4.3", title="MACs (C++)", points=16,
@@ -91,6 +95,7 @@ LAB = Lab(
                    "'total': int}",
             keys=("nodes", "by_kind", "total"),
             function="analyzer", run_case=_analyze("macs"), cases=_cpp_cases(8),
+            checks=CHECKS["4.3"],
         ),
     ),
 )

@@ -45,6 +45,34 @@ def _export_check(fn) -> str | None:
     return None if worst <= 1e-5 else f"the loaded module differs from the model by up to {worst:.2g}"
 
 
+def _small_net(part: str):
+    """A small traced net (grouped conv, BatchNorm, nested Sequential, Linear) for the analyzer's checks."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    if part == "weights":    # conv 8x2x3x3 + 8, BatchNorm 8 + 8 (its running statistics are buffers)
+        return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.BatchNorm2d(8)).eval()
+    if part == "activations":
+        return nn.Sequential(nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.ReLU())).eval()
+    return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.Flatten(), nn.Linear(512, 10)).eval()
+
+
+def _analyze_small(analyzer, part: str) -> Any:
+    import tempfile
+    import warnings
+    from pathlib import Path
+
+    import torch
+
+    with tempfile.TemporaryDirectory(prefix="selfcheck-") as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        path = Path(folder) / f"small_{part}.pt"
+        with torch.no_grad():
+            torch.jit.trace(_small_net(part), torch.zeros(1, 4, 8, 8)).save(str(path))
+        return analyzer(path, [1, 4, 8, 8], part)
+
+
 def _row_bytes(row: dict) -> str | None:
     return equal(row["bytes"], math.prod(row["shape"]) * row["element_size"],
                  f"{row['name']}: bytes (elements x element_size)")
@@ -70,6 +98,11 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               lambda a: first(equal(a["parameters"], _googlenet_params(), "parameters"),
                               equal(a["bytes"], 4 * a["parameters"], "bytes")),
               "count the module's parameters (not buffers), each numel() x element_size()"),
+        Check("analyzer on Conv2d(4, 8, 3, groups=2) + BatchNorm2d(8): 4 tensors, 168 parameters, 672 bytes",
+              lambda fn: equal(_analyze_small(fn, "weights"), {"tensors": 4, "parameters": 168, "bytes": 672},
+                               "the weights"),
+              "conv 8 x (4 / 2) x 3 x 3 + 8 bias, BatchNorm 8 weight + 8 bias; running_mean, running_var and "
+              "num_batches_tracked are buffers", function=True),
     ),
     "4.2": (
         Check("each row's bytes = elements x element_size",
@@ -81,6 +114,12 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               lambda a: equal({k: a["layers"][0][k] for k in ("name", "type", "shape")},
                               {"name": "conv1.conv", "type": "Conv2d", "shape": [1, 64, 112, 112]}, "the first row"),
               "name rows by the module path, as in lab 1"),
+        Check("analyzer on a nested Sequential(Sequential(Conv2d(4, 8, 3, padding=1, groups=2), ReLU)) at 1x4x8x8",
+              lambda fn: equal([{k: r[k] for k in ("name", "type", "shape", "bytes")}
+                                for r in _analyze_small(fn, "activations")["layers"]],
+                               [{"name": "0.0", "type": "Conv2d", "shape": [1, 8, 8, 8], "bytes": 2048},
+                                {"name": "0.1", "type": "ReLU", "shape": [1, 8, 8, 8], "bytes": 2048}], "the rows"),
+              "one row per leaf-module call, however deep it is nested, named by its full path", function=True),
     ),
     "4.3": (
         Check("total = the sum of by_kind = the sum of the nodes", _macs_consistent,
@@ -89,5 +128,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               lambda a: equal(a["total"], GOOGLENET_MACS_224, "total"),
               "convolution: output elements x (C_in / groups) x kernel elements; linear: output elements x "
               "in_features; nothing else counts"),
+        Check("analyzer on Conv2d(4, 8, 3, padding=1, groups=2) + Linear(512, 10) at 1x4x8x8: 9,216 + 5,120 MACs",
+              lambda fn: equal(_analyze_small(fn, "macs")["total"], 9216 + 5120, "total"),
+              "the grouped conv sees C_in / groups = 2 channels: 512 x 2 x 9 = 9,216 (lab 1's hand count)",
+              function=True),
     ),
 }
