@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.markers import ANY, BEGIN, END
+from grader.markers import ANY
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
@@ -48,16 +48,29 @@ def _chain(target: str):
     return image_files.lineage(list(STAGES.values()), target)
 
 
+REGION_BEGIN = re.compile(r"^\s*(//\s*)?### BEGIN SOLUTION\s*$")
+REGION_END = re.compile(r"^\s*(//\s*)?### END SOLUTION\s*$")
+SOURCES = ("*.ipynb", "*.cpp", "*.h", "*.py")
+
+
+def _sources(path: Path) -> list[str]:
+    """A solution file's code: each code cell of a notebook, or the whole text of a source file."""
+    if path.suffix == ".ipynb":
+        return [c.source for c in nbformat.read(str(path), as_version=4).cells if c.cell_type == "code"]
+    return [path.read_text(encoding="utf-8")]
+
+
 def _solution_regions() -> list[set[str]]:
-    """The distinctive lines of each solution region in solutions/ (lines the given code never has)."""
+    """The distinctive lines of each solution region under solutions/ (lines the given code never has)."""
     regions, given = [], set()
-    for path in sorted((REPO / "solutions").glob("*.ipynb")):
-        for cell in nbformat.read(str(path), as_version=4).cells:
+    files = sorted(p for pattern in SOURCES for p in (REPO / "solutions").rglob(pattern) if "build" not in p.parts)
+    for path in files:
+        for source in _sources(path):
             region = None
-            for line in cell.source.splitlines():
-                if BEGIN.match(line):
+            for line in source.splitlines():
+                if REGION_BEGIN.match(line):
                     region = set()
-                elif END.match(line):
+                elif REGION_END.match(line):
                     regions.append(region)
                     region = None
                 elif region is not None:
@@ -80,10 +93,10 @@ def test_student_image_holds_no_solution_reference_or_example(student_files):
 def test_no_student_file_contains_solution_code(student_files):
     """No file holds half or more of any solution region's lines (one generic line may recur in util/)."""
     regions = _solution_regions()
-    assert len(regions) >= 10  # the solutions really have code to leak
+    assert len(regions) >= 20  # the solutions (notebooks and lab 4's C++) really have code to leak
     for source in sorted(set(student_files.values())):
         text = (REPO / source).read_text(encoding="utf-8", errors="replace")
-        if source.endswith(".ipynb"):
+        if source.startswith("labs/"):
             assert not ANY.search(text), f"{source} carries a solution marker"
         for region in regions:
             found = [line for line in region if line in text]
@@ -117,9 +130,11 @@ def test_grader_image_has_everything_the_grader_needs(grader_files):
 def test_dockerignore_keeps_local_state_out(tmp_path):
     patterns = image_files.ignore_patterns(REPO)
     for path in (".venv/bin/python", ".git/HEAD", "build/onnx/a.onnx", "labs/outputs/lab1/1.1.json",
-                 "util/__pycache__/x.pyc", "labs/.ipynb_checkpoints/a.ipynb", "ml_cost_course.egg-info/PKG-INFO"):
+                 "util/__pycache__/x.pyc", "labs/.ipynb_checkpoints/a.ipynb", "ml_cost_course.egg-info/PKG-INFO",
+                 "labs/lab4_libtorch/cpp/build/analyzer", "labs/lab4_libtorch/googlenet.pt"):
         assert image_files.is_ignored(path, patterns), path
-    for path in ("labs/lab1_pytorch_analysis.ipynb", "util/models.py", "grader/references/lab1.json"):
+    for path in ("labs/lab1_pytorch_analysis.ipynb", "util/models.py", "grader/references/lab1.json", "grader/build.py",
+                 "labs/lab4_libtorch/cpp/CMakeLists.txt"):
         assert not image_files.is_ignored(path, patterns), path
 
 
