@@ -1,0 +1,74 @@
+"""The README stays true: its commands parse, CI runs its quickstart, its course map matches the labs."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from grader import cli
+from util.tasks import LABS
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def _code_lines(text: str) -> list[str]:
+    """Lines of the fenced code blocks, comments dropped, continuation lines joined."""
+    lines, inside, pending = [], False, ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside
+            continue
+        if not inside:
+            continue
+        line = line.split(" #")[0].rstrip() if not line.lstrip().startswith("#") else ""
+        if line.endswith("\\"):
+            pending += line[:-1]
+            continue
+        if pending + line:
+            lines.append((pending + line).strip())
+        pending = ""
+    return lines
+
+
+GRADER_COMMANDS = [line for line in _code_lines(README) if line.startswith("python -m grader")]
+
+
+def test_the_readme_shows_every_grader_subcommand():
+    used = {shlex.split(line)[3] for line in GRADER_COMMANDS}
+    assert used == {"grade", "check", "build", "regen"}
+
+
+@pytest.mark.parametrize("line", GRADER_COMMANDS)
+def test_every_grader_command_in_the_readme_parses(line):
+    argv = shlex.split(line.replace("[", "").replace("]", ""))[3:]
+    cli.parser().parse_args(argv)  # argparse exits (SystemExit) on an unknown subcommand or flag
+
+
+def test_the_grader_image_command_parses():
+    [line] = [l for l in _code_lines(README) if l.startswith("docker run") and "ml-cost-course:grader" in l]
+    cli.parser().parse_args(shlex.split(line.split("ml-cost-course:grader", 1)[1]))
+
+
+def test_ci_runs_the_readme_quickstart():
+    quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    steps = _code_lines(quickstart)
+    assert steps == ["docker/setup.sh", ". .venv/bin/activate",
+                     "python -m grader grade grader/examples --out build/gradebook", "python -m pytest"]
+    ci = _code_lines("```\n" + (REPO / ".ci" / "run").read_text() + "\n```")
+    assert "docker/setup.sh .venv" in ci and ". .venv/bin/activate" in ci
+    assert "python -m grader grade grader/examples --out build/gradebook --no-progress" in ci
+    assert ci[-1] == "python -m pytest"
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_course_map_lists_each_lab_with_its_tasks_and_points(lab_name):
+    lab = LABS[lab_name]
+    [row] = [line for line in README.splitlines() if line.startswith(f"| {lab_name.removeprefix('lab')} |")]
+    where = f"labs/{lab.notebook}" if "/" not in lab.notebook else f"labs/{Path(lab.notebook).parent}/"
+    assert f"`{where}" in row
+    for task in lab.tasks:
+        assert re.search(rf"{re.escape(task.id)} [^,|]*\({task.max_points:g}\)", row), (task.id, row)
+    assert len(re.findall(r"\b\d\.\d ", row.split("|")[5])) == len(lab.tasks)
