@@ -167,14 +167,23 @@ def find_submissions(paths: Iterable[Path]) -> list[Path]:
 
 
 def output_names(paths: list[Path]) -> list[str]:
-    """A distinct folder name per submission: ``alice__lab1`` when two files share a name."""
+    """A distinct folder name per submission: its file name's stem, or, for stems that several
+    submissions share, the path from their common folder (``alice__lab1``; ``lab4__x/x.ipynb`` -> ``lab4__x``)."""
     if not paths:
         return []
     stems = [p.stem for p in paths]
     if len(set(stems)) == len(stems):
         return stems
     common = Path(os.path.commonpath([str(p.resolve().parent) for p in paths]))
-    return ["__".join(p.resolve().relative_to(common).with_suffix("").parts) for p in paths]
+
+    def long_name(path: Path, dedupe: bool) -> str:
+        parts = list(path.resolve().relative_to(common).with_suffix("").parts)
+        if dedupe and len(parts) >= 2 and parts[-2] == parts[-1]:  # a folder named like its notebook
+            parts.pop()
+        return "__".join(parts)
+
+    names = [stem if stems.count(stem) == 1 else long_name(p, True) for p, stem in zip(paths, stems)]
+    return names if len(set(names)) == len(names) else [long_name(p, False) for p in paths]
 
 
 def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool = False,
