@@ -36,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
                    help="processes one submission may run at once (default: %(default)s)")
     g.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE",
                    help="largest file a submission may write, and its /tmp (default: 1G)")
+    g.add_argument("--disk", type=parse_size, default=Limits.disk, metavar="SIZE",
+                   help="files a submission may keep in its scratch folder, in all (default: 4G)")
     g.add_argument("--max-output", type=parse_size, default=Limits.output, metavar="SIZE",
                    help="printed output kept per cell; the rest is dropped, never graded (default: 1M)")
     g.add_argument("--force", action="store_true",
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
         from grader import grade
-        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, output=args.max_output)
+        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, disk=args.disk,
+                        output=args.max_output)
         return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, jobs=args.jobs, limits=limits,

@@ -159,7 +159,8 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *,
         # the kernel's own log (not cell output) would only add noise to the grader's terminal
         # cleanup_kc: shut the kernel down and close the client's sockets even though we made the km
         with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL, cleanup_kc=True):
-            watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs)
+            watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs,
+                                folder=workdir, disk=limits.disk)
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue

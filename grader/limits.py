@@ -10,8 +10,9 @@ The limits are enforced in three layers, so that each works where the others can
   :data:`TASKS_PER_PROCESS` times ``procs``); outside it would count every process of the grading
   user, so it is not set there. Root is exempt from it either way;
 * a watchdog in the grader (:mod:`grader.watchdog`) that sums the memory and counts the processes
-  of the submission's whole process tree and kills the tree when either is over its limit (this is
-  what holds for a root grader and for memory spread over several processes);
+  of the submission's whole process tree, and measures its scratch folder, and kills the tree when
+  one is over its limit (this is what holds for a root grader and for memory spread over several
+  processes);
 * the executor's timeouts and its bounded output (:mod:`grader.execute`).
 
 ``RLIMIT_AS`` is not used: it counts address space that is only reserved, and threaded libraries
@@ -59,6 +60,8 @@ class Limits:
     """Processes (and threads' worth of tasks, for a non-root grader) the submission may run at once."""
     fsize: int = 1 << 30
     """Largest file the submission may write, in bytes; also the size of its private ``/tmp``."""
+    disk: int = 4 << 30
+    """Bytes of files the submission may keep in its scratch folder (checked every 2 s)."""
     output: int = 1 << 20
     """Bytes of cell output kept per cell; more is dropped with a note (the run continues)."""
     notebook_output: int = 16 << 20
@@ -72,7 +75,8 @@ class Limits:
         times = ", ".join(f"{label} {value} s" if value else f"{label} the lab's"
                           for label, value in (("timeout", self.notebook_timeout), ("cell", self.cell_timeout)))
         return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
-                f"files up to {format_size(self.fsize)}, output {format_size(self.output)} per cell")
+                f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
+                f"output {format_size(self.output)} per cell")
 
 
 TASKS_PER_PROCESS = 8

@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -28,7 +29,7 @@ class Breach:
     """Why the watchdog killed a submission."""
 
     kind: str
-    """``memory`` or ``procs``."""
+    """``memory``, ``procs`` or ``disk``."""
     message: str
     """In a student's words, e.g. ``used more than 4 GiB of memory (4.2 GiB)``."""
 
@@ -47,10 +48,30 @@ def _rss(process: psutil.Process) -> int:
         return 0
 
 
-class Watchdog:
-    """Watch the process tree rooted at ``pid``; kill it on a breach of ``memory`` or ``procs``."""
+DISK_EVERY = 10
+"""Polls between two measurements of the scratch folder's size (walking it costs more)."""
 
-    def __init__(self, pid: int, *, memory: int, procs: int, interval: float = 0.2) -> None:
+
+def folder_size(folder: Path, stop_above: int) -> int:
+    """Bytes in the files under ``folder`` (links not followed), counting stops past ``stop_above``."""
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512  # what the disk holds
+            except OSError:
+                continue
+        if total > stop_above:
+            break
+    return total
+
+
+class Watchdog:
+    """Watch the process tree rooted at ``pid``; kill it on a breach of ``memory`` or ``procs``, or
+    when ``folder`` (the scratch folder) holds more than ``disk`` bytes."""
+
+    def __init__(self, pid: int, *, memory: int, procs: int, folder: Path | None = None, disk: int = 0,
+                 interval: float = 0.2) -> None:
         self.root = psutil.Process(pid)
         try:  # the launcher's own process group (jupyter starts kernels in a new session)
             group = os.getpgid(pid)
@@ -58,6 +79,7 @@ class Watchdog:
             group = None
         self._group = group if group == pid and group != os.getpgrp() else None
         self.memory, self.procs, self.interval = memory, procs, interval
+        self.folder, self.disk = folder, disk
         self.breach: Breach | None = None
         self.peak_memory = 0
         """Largest total memory of the tree seen at one poll (RSS sum), in bytes."""
@@ -74,7 +96,15 @@ class Watchdog:
             return []
 
     def _loop(self) -> None:
+        polls = 0
         while not self._stop.wait(self.interval):
+            polls += 1
+            if self.folder is not None and self.disk and polls % DISK_EVERY == 0:
+                used = folder_size(self.folder, self.disk)
+                if used > self.disk:
+                    self._kill(Breach("disk", f"wrote more than {format_size(self.disk)} of files in its "
+                                              "folder, the limit per submission"))
+                    return
             processes = self.tree()
             if not processes:
                 return

@@ -25,7 +25,7 @@ from grader.results import ANSWER, SubmissionResult
 from grader.run import REPO
 from tinylab import GOOD_1, GOOD_2, export, notebook, registered, standard, write
 
-LIMITS = Limits(cell_timeout=6, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20)
+LIMITS = Limits(cell_timeout=6, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20, disk=128 << 20)
 SANDBOXED = sandboxing.available()
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap is not usable here; .ci/run installs it")
 MARK = "4242"  # background processes sleep 4242 s: easy to find if one survives
@@ -50,6 +50,8 @@ def _class(root: Path, port: int) -> dict[str, object]:
             f"import os, subprocess, time\nsubprocess.Popen(['sleep', '{MARK}'], start_new_session=True)\n"
             f"if os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n        os.execvp('sleep', ['sleep', '{MARK}'])\n"
             "    os._exit(0)\ntime.sleep(0.5)"),
+        "disk_filler": standard("import time\nfor i in range(12):\n    open(f'fill{i}.bin', 'wb').write(b'x' * (20 << 20))\n"
+                                "time.sleep(30)"),
         "output_200mb": standard("for _ in range(200):\n    print('x' * 2**20)"),
         "read_references": standard(
             "leaked = []\n"
@@ -156,6 +158,7 @@ def test_nothing_a_submission_started_keeps_running(graded):
     ("os_exit", "crash", "exit code 3"),
     ("segfault", "crash", "segmentation fault"),
     ("fork_bomb", "crash", "more than 32 processes"),
+    ("disk_filler", "crash", "wrote more than 128 MiB of files"),
 ])
 def test_a_run_that_stops_keeps_earlier_credit_and_says_why(graded, name, status, words):
     found = checks(graded, name)
