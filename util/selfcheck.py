@@ -60,6 +60,8 @@ class TaskReport:
     def text(self) -> str:
         """The report as the student reads it."""
         good = sum(o.status == "passed" for o in self.outcomes)
+        if not self.outcomes:
+            return f"Task {self.task_id} ({self.title}): this task declares no public checks"
         lines = [f"Task {self.task_id} ({self.title}): {good}/{len(self.outcomes)} public checks passed"]
         shown: tuple[str, str] = ("", "")
         for o in self.outcomes:
