@@ -92,3 +92,41 @@ def test_statistics_group_failures_that_differ_only_in_numbers():
     [task] = stats.compute(results)
     assert (task.submissions, task.mean, task.pass_rate) == (4, 1.25, 0.25)
     assert (task.common_failure, task.common_failure_count) == ("error: answer: cell N raised KeyError", 2)
+
+
+ORPHAN = """
+import sys, tempfile
+from pathlib import Path
+from nbformat.v4 import new_code_cell, new_notebook
+from grader.execute import execute
+from grader.run import kernel_env
+folder = Path(tempfile.mkdtemp())
+nb = new_notebook(cells=[new_code_cell(
+    "import subprocess, time\\nsubprocess.Popen(['sleep', '5252'], start_new_session=True)\\ntime.sleep(120)")])
+execute(nb, folder, kernel_env(folder / "answers"), cell_timeout=120, notebook_timeout=120, sandbox=True)
+"""
+
+
+def _sleepers():
+    return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "5252"]]
+
+
+@pytest.mark.skipif(not sandbox.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+def test_a_grader_killed_mid_run_takes_the_sandboxed_submission_with_it():
+    import subprocess
+    import sys
+
+    grader = subprocess.Popen([sys.executable, "-c", ORPHAN], cwd=REPO, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _sleepers() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _sleepers(), "the notebook never started its background process"
+    finally:
+        grader.kill()
+        grader.wait()
+    time.sleep(1.5)
+    left = _sleepers()
+    for process in left:  # never leave it behind, even when the test fails
+        process.kill()
+    assert left == []
