@@ -45,7 +45,7 @@ class TaskStats:
 
 def _failure_kind(status: str, name: str, message: str) -> str:
     """A failure with its specifics masked, so "cell 12 raised" and "cell 13 raised" count as one."""
-    text = re.sub(r"-?\d[\d,._e+-]*", "N", " ".join(message.split()))
+    text = re.sub(r"(?<![\w.])-?\d[\d,._e+-]*", "N", " ".join(message.split()))  # not inside names: bfloat16
     return f"{status}: {name}: {text[:120]}"
 
 
