@@ -71,12 +71,12 @@ def main() -> None:
     start = time.perf_counter()
     ns = solution_namespace("lab3", ("3.1", "3.2", "3.3", "3.4", "3.6"))   # the notebook without netron
     print(f"(ran the solution's cells in {time.perf_counter() - start:.0f} s)")
-    alexnet, naive, efficient = ns["alexnet"], ns["naive"], ns["efficient"]
+    alexnet = ns["alexnet"]
     start = time.perf_counter()
-    ns["replace_gemms"](alexnet, (64, 64, 64))
+    naive = ns["replace_gemms"](alexnet, (64, 64, 64))
     naive_build = time.perf_counter() - start
     start = time.perf_counter()
-    ns["replace_gemms_batched"](alexnet, (64, 64, 64))
+    efficient = ns["replace_gemms_batched"](alexnet, (64, 64, 64))
     efficient_build = time.perf_counter() - start
     feeds = {"input": np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)}
 

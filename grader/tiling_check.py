@@ -33,6 +33,11 @@ from util.contract import Tolerance
 MAX_IR_VERSION = 13
 """Highest IR version onnxruntime 1.31 loads; onnx 1.23's ``make_model`` writes 14 unless told otherwise."""
 
+MAX_TENSOR_ELEMENTS = 1 << 27
+"""Largest tensor (by shape inference) a checked model may create: 512 MiB of float32. The grader runs
+the model in its own process, so a model that would allocate tens of GB is refused before it runs;
+AlexNet's largest (the transposed 9216 x 4096 weight) has 38 M elements."""
+
 TILING_OPS = frozenset({"MatMul", "Split", "Slice", "Concat", "Sum", "Add", "ReduceSum", "Mul", "Transpose",
                         "Reshape", "Pad", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Identity", "Constant"})
 """Operators a tiled Gemm may use: tiling, multiplying tiles, accumulating, reassembling, scaling."""
@@ -140,10 +145,19 @@ def structure_problems(model: onnx.ModelProto, *, allowed_ops: frozenset[str] | 
     inferred, failed = infer(model)
     if inferred is None:
         return problems + failed
+    problems += _size_problems(inferred)
     if bounds is not None:
         problems += _bound_problems(inferred, bounds)
         problems += _mul_problems(inferred)
     return problems
+
+
+def _size_problems(model: onnx.ModelProto) -> list[str]:
+    for name, shape in _shapes(model).items():
+        if None not in shape and math.prod(shape) > MAX_TENSOR_ELEMENTS:
+            return [f"tensor {name!r} would hold {math.prod(shape):,} elements (shape {shape}); the grader runs "
+                    f"models with at most {MAX_TENSOR_ELEMENTS:,} elements per tensor"]
+    return []
 
 
 def _bound_problems(model: onnx.ModelProto, bounds: tuple[int, int, int]) -> list[str]:

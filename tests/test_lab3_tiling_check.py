@@ -131,3 +131,13 @@ def test_model_check_accepts_nothing_that_keeps_a_gemm(bounds):
     problems = lab3_checks.check_model({"model": "gemm_chain", "bounds": list(bounds)},
                                        gemm_chain_graph().SerializeToString(), TOL)
     assert problems[0] == "3 Gemm nodes are left; every Gemm must be replaced"
+
+
+def test_a_model_that_would_allocate_gigabytes_is_refused_before_it_runs():
+    shape = numpy_helper.from_array(np.array([1 << 15, 1 << 15], np.int64), "shape")
+    huge = model([helper.make_node("Expand", ["A", "shape"], ["E"]),
+                  helper.make_node("ReduceSum", ["E"], ["Y"], keepdims=0)],
+                 [("A", [1, 1])], [("Y", [])], [shape])
+    problems = tc.structure_problems(huge, allowed_ops=tc.TILING_OPS)
+    assert problems == ["tensor 'E' would hold 1,073,741,824 elements (shape [32768, 32768]); the grader runs "
+                        "models with at most 134,217,728 elements per tensor"]
