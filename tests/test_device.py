@@ -17,7 +17,7 @@ import torch
 import util
 from grader.grade import grade_submission
 from util.models import build_model, example_input
-from util.tasks import get_lab
+from util.tasks import LABS, get_lab
 
 REPO = Path(__file__).resolve().parent.parent
 HARD_CUDA = re.compile(r"""\.cuda\(|\.to\(\s*['"]cuda|device\s*=\s*['"]cuda|torch\.device\(\s*['"]cuda"""
@@ -70,7 +70,7 @@ def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
 
 
 @pytest.mark.notebook
-@pytest.mark.parametrize("lab_name", ["lab1", "lab2"])
+@pytest.mark.parametrize("lab_name", list(LABS))
 def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_path, monkeypatch):
     """The graded kernel believes a GPU exists (sitecustomize patches torch): same full marks."""
     site = tmp_path / "site"
