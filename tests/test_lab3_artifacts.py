@@ -1,6 +1,5 @@
 """Files the kernel saves for grader-side checks: bounded reading, verdicts, scoring, dispute copies."""
 import json
-from dataclasses import replace
 
 import pytest
 
