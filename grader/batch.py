@@ -46,6 +46,31 @@ class Submission:
     """The lab it is graded as."""
 
 
+def prepare(lab_names: set[str], *, timeout: int = 600) -> None:
+    """Run each lab's ``prepare`` hook (fill the export caches) in a subprocess, outside the sandbox.
+
+    A subprocess keeps torch out of the grader's own memory; a failing hook only costs time (each
+    kernel then exports for itself), so it is reported and grading goes on.
+    """
+    import subprocess
+
+    for name in sorted(lab_names):
+        hook = get_lab(name).prepare
+        if not hook:
+            continue
+        module, function = hook.split(":")
+        code = f"import importlib; importlib.import_module({module!r}).{function}()"
+        try:
+            done = subprocess.run([sys.executable, "-c", code], cwd=str(sandboxing.REPO), capture_output=True,
+                                  text=True, timeout=timeout)
+            failure = done.stderr.strip().splitlines()[-1:] if done.returncode else None
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failure = [str(exc)]
+        if failure is not None:
+            print(f"grader: warning: preparing {name} ({hook}) failed, kernels will export models themselves: "
+                  + " ".join(failure), file=sys.stderr)
+
+
 def _not_graded(path: Path, reason: str) -> SubmissionResult:
     return SubmissionResult(str(path), UNKNOWN_LAB, (), 0.0, "missing", (reason,))
 
@@ -166,6 +191,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
         print(f"grader: {len(subs) - len(todo)} of {len(subs)} submissions unchanged since they were graded: "
               "kept (--force regrades them)", file=sys.stderr)
 
+    prepare({sub.lab for sub, _ in todo})
     changes: list[resume.Change] = []
     bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
 

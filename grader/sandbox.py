@@ -3,7 +3,7 @@
 Inside the sandbox the student's code (the kernel and everything it starts, a compiler included):
 
 * sees a read-only system (``/usr``, ``/etc``), the Python installation, and of this repository
-  only ``util/`` (what notebooks import): ``grader/`` with its references, ``solutions/``, the
+  only ``util/`` (what notebooks import) and the export caches ``build/onnx``, ``build/torchscript``: ``grader/`` with its references, ``solutions/``, the
   other submissions and the gradebook are simply not there;
 * can write only in its scratch folder (the notebook's working directory) and a private ``/tmp``
   of bounded size that is thrown away;
@@ -26,6 +26,8 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+
+from util import export_cache
 
 REPO = Path(__file__).resolve().parent.parent
 SANDBOX_ENV = "COURSE_SANDBOX"
@@ -77,6 +79,7 @@ def _readable() -> list[Path]:
         paths += [Path(prefix), Path(prefix).resolve()]
     paths.append(Path(sys.executable).resolve().parent)
     paths.append(REPO / "util")
+    paths += export_cache.shared_dirs()  # exported models (filled by Lab.prepare), read-only
     return [p for p in dict.fromkeys(paths) if p.exists()]
 
 

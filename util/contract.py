@@ -145,6 +145,11 @@ class Lab:
     A lab with support files lives in a folder (``notebook="lab4_libtorch/lab4_libtorch.ipynb"``):
     the build generates them with the notebook, a submission is that folder, and the grader copies
     them from the notebook's folder into the scratch folder before running the notebook."""
+    prepare: str | None = None
+    """``"module:function"`` the grader calls once, outside the sandbox, before grading the lab: it
+    fills the shared export caches (``build/onnx``, ``build/torchscript``) with the models the notebook
+    and its hidden cases load. The sandbox sees those caches read-only, so no graded kernel spends
+    seconds re-exporting a model. Purely a speed-up: without it every kernel exports for itself."""
 
     @property
     def max_points(self) -> float:

@@ -21,13 +21,15 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from util import export_cache
+
 OPSET = 17
 """Opset of every model the course exports (onnxruntime 1.31 runs it; all ops used are stable there)."""
 IR_VERSION = 8
 """IR version matching opset 17. onnx 1.23's ``make_model`` writes 14, which onnxruntime 1.31 refuses."""
 DEFAULT_SHAPE = (1, 3, 224, 224)
 """Batch size 1: every shape in the exported graph is then static, so every tensor has a byte size."""
-CACHE_ENV = "COURSE_ONNX_CACHE"
+CACHE_ENV = export_cache.KINDS["onnx"]
 """Set this variable to keep the export cache somewhere other than ``<repo>/build/onnx``."""
 _FORMAT = 1
 """Bump when the export recipe below changes in a way the source hash would not catch."""
@@ -38,17 +40,6 @@ class OnnxModelError(ValueError):
 
 
 # ---------------------------------------------------------------- export and cache
-
-def _cache_dir() -> Path:
-    root = os.environ.get(CACHE_ENV)
-    path = Path(root) if root else Path(__file__).resolve().parents[1] / "build" / "onnx"
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError:                      # a read-only install: fall back to the temp folder
-        path = Path(tempfile.gettempdir()) / "course-onnx-cache"
-        path.mkdir(parents=True, exist_ok=True)
-    return path
-
 
 def _cache_key(name: str, shape: tuple[int, ...], opset: int) -> str:
     """File stem that changes whenever anything that shapes the exported bytes changes."""
@@ -114,12 +105,14 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
     222
     """
     shape = tuple(int(d) for d in input_shape)
-    file = _cache_dir() / f"{_cache_key(name, shape, opset)}.onnx"
-    if cache and file.is_file():
-        data = file.read_bytes()
+    file_name = f"{_cache_key(name, shape, opset)}.onnx"
+    found = export_cache.find("onnx", file_name) if cache else None
+    if found is not None:
+        data = found.read_bytes()
     else:
         data = _export(name, shape, opset).SerializeToString()
         if cache:                            # write atomically: parallel graders never see half a file
+            file = export_cache.writable_dir("onnx") / file_name
             fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)

@@ -11,7 +11,6 @@ from typing import Any, Callable, Mapping
 
 from util.checks import at_least, each, equal, first, has_keys
 from util.contract import Case, Check, Lab, Task, Tolerance
-from util.models import build_model, example_input
 
 STATS = Tolerance(rtol=1e-3, atol=1e-9)
 """Activation statistics are float sums: kernels differ by instruction set, so compare in a band.
@@ -21,6 +20,9 @@ BatchNorm), so an absolute tolerance above ~1e-9 would accept any value there.""
 
 
 def _model(spec: Mapping[str, Any]):
+    # imported here so that ``util.tasks`` (imported by the grader and every ``submit``) does not load torch
+    from util.models import build_model
+
     model = build_model(spec["model"])
     for name, param in model.named_parameters():
         if any(name == p or name.startswith(p + ".") for p in spec.get("freeze", ())):
@@ -39,6 +41,8 @@ def _call_model_shape(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _call_model_input(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.models import example_input
+
     return fn(_model(spec), example_input(spec["input_shape"]))
 
 

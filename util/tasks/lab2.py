@@ -225,8 +225,18 @@ CHECKS_2_5 = (
 )
 
 
+
+def prepare() -> None:
+    """Fill the ONNX export cache with the notebook's MobileNetV2 and the hidden ResNet-18."""
+    from util.onnx_models import export_torchvision
+
+    export_torchvision("mobilenet_v2")
+    export_torchvision(RESNET18["model"], input_shape=RESNET18["input_shape"])
+
+
 LAB = Lab(
     name="lab2",
+    prepare="util.tasks.lab2:prepare",
     title="ONNX model analysis",
     notebook="lab2_onnx_analysis.ipynb",
     modules=("util/tasks/lab2.py", "util/onnx_models.py", "util/models.py"),

@@ -52,8 +52,19 @@ def _cpp_cases(points: float) -> tuple[Case, ...]:
                  for spec in (RESNET18, MOBILENET_V2, TINY))
 
 
+
+def prepare() -> None:
+    """Fill the TorchScript export cache with the notebook's GoogLeNet and the hidden models."""
+    from util.torchscript import export
+
+    export("googlenet", (1, 3, 224, 224))
+    for spec in (RESNET18, MOBILENET_V2, TINY):
+        export(spec["model"], spec["input_shape"])
+
+
 LAB = Lab(
     name="lab4",
+    prepare="util.tasks.lab4:prepare",
     title="libtorch C++ model analysis",
     notebook="lab4_libtorch/lab4_libtorch.ipynb",
     support=("cpp",),
