@@ -28,12 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import nbformat  # noqa: E402
 import psutil  # noqa: E402
-from nbclient import NotebookClient  # noqa: E402
 
-from grader.grade import grade_submission  # noqa: E402
-from grader.run import kernel_env  # noqa: E402
+from timing import graded_run, plain_run  # noqa: E402
 from util.tasks import get_lab  # noqa: E402
 
 THROUGHPUT_TARGET, OVERHEAD_TARGET, SUBMISSIONS = 1.7, 1.15, 8
@@ -102,26 +99,6 @@ def grade_class(folder: Path, jobs: int) -> tuple[float, dict[str, int]]:
     return seconds, by_role
 
 
-def plain(path: Path) -> float:
-    """What a student's "Run all" costs: nbclient executes the notebook, nothing else."""
-    nb = nbformat.read(str(path), as_version=4)
-    with tempfile.TemporaryDirectory() as scratch:
-        start = time.perf_counter()
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}}).execute(
-            env=kernel_env(Path(scratch) / "answers"))
-        return time.perf_counter() - start
-
-
-def graded(path: Path, lab_name: str, sandbox: bool | None) -> float:
-    with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
-        result = grade_submission(path, get_lab(lab_name), Path(out), sandbox=sandbox)
-        seconds = time.perf_counter() - start
-    if result.score != result.max_score:
-        sys.exit(f"the solution scored {result.score}/{result.max_score}; fix that before benchmarking")
-    return seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab", default="lab1")
@@ -142,12 +119,12 @@ def main() -> None:
     print("peak resident memory during -j 2: " + ", ".join(
         f"{role} {rss / 2**20:.0f} MiB" for role, rss in sorted(memory.items())))
 
-    plain(solution)  # warm the file cache so the first timed run is not penalised
+    plain_run(solution)  # warm the file cache so the first timed run is not penalised
     times: dict[str, list[float]] = {"plain": [], "graded": [], "graded, no sandbox": []}
     for _ in range(args.repeats):
-        times["plain"].append(plain(solution))
-        times["graded"].append(graded(solution, args.lab, None))
-        times["graded, no sandbox"].append(graded(solution, args.lab, False))
+        times["plain"].append(plain_run(solution))
+        times["graded"].append(graded_run(solution, args.lab, None))
+        times["graded, no sandbox"].append(graded_run(solution, args.lab, False))
     medians = {name: statistics.median(values) for name, values in times.items()}
     print()
     for name, values in times.items():

@@ -15,44 +15,15 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-import nbformat  # noqa: E402
-from nbclient import NotebookClient  # noqa: E402
-
-from grader.grade import grade_submission  # noqa: E402
-from grader.run import kernel_env  # noqa: E402
-from util.tasks import get_lab  # noqa: E402
+from timing import graded_run, plain_run  # noqa: E402
 
 SOLUTION = REPO / "solutions" / "lab1_pytorch_analysis.ipynb"
 GRADE_TARGET, WALL_TARGET = 1.15, 45.0
-
-
-def plain_execution() -> float:
-    """What a student's "Run all" costs: nbclient executes the notebook, nothing else."""
-    nb = nbformat.read(str(SOLUTION), as_version=4)
-    with tempfile.TemporaryDirectory() as scratch:
-        start = time.perf_counter()
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}}).execute(
-            env=kernel_env(Path(scratch) / "answers"))
-        return time.perf_counter() - start
-
-
-def graded_execution() -> float:
-    """``grader grade`` of the same notebook: execution, hidden cases, scoring, result files."""
-    lab = get_lab("lab1")
-    with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
-        result = grade_submission(SOLUTION, lab, Path(out))
-        seconds = time.perf_counter() - start
-    if result.score != result.max_score:
-        sys.exit(f"the solution scored {result.score}/{result.max_score}; fix that before benchmarking")
-    return seconds
 
 
 def main() -> None:
@@ -60,10 +31,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     plain, graded = [], []
-    plain_execution()  # warm the file cache so the first timed run is not penalised
+    plain_run(SOLUTION)  # warm the file cache so the first timed run is not penalised
     for _ in range(args.repeats):
-        plain.append(plain_execution())
-        graded.append(graded_execution())
+        plain.append(plain_run(SOLUTION))
+        graded.append(graded_run(SOLUTION, "lab1"))
     p, g = statistics.median(plain), statistics.median(graded)
     print(f"cores: {os.cpu_count()}, repeats: {args.repeats}")
     print(f"plain nbclient execution of the Lab 1 solution: median {p:6.2f} s  ({', '.join(f'{x:.2f}' for x in plain)})")

@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.grade import grade_submission  # noqa: E402
 from util.cpp_analyzer import Analyzer  # noqa: E402
 from util.cpp_build import build  # noqa: E402
-from util.tasks import get_lab  # noqa: E402
 from util.torchscript import export  # noqa: E402
+
+from timing import graded_run  # noqa: E402
 
 SOLUTION = REPO / "solutions" / "lab4_libtorch"
 WALL_TARGET = 60.0
@@ -57,17 +57,6 @@ def analyzer_times(folder: Path) -> dict[str, float]:
     return times
 
 
-def graded_time() -> float:
-    lab = get_lab("lab4")
-    with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
-        result = grade_submission(SOLUTION / "lab4_libtorch.ipynb", lab, Path(out))
-        seconds = time.perf_counter() - start
-    if result.score != result.max_score:
-        sys.exit(f"the solution scored {result.score}/{result.max_score}; fix that before benchmarking")
-    return seconds
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
@@ -77,7 +66,7 @@ def main() -> None:
         folder = Path(scratch) / "cpp"
         shutil.copytree(SOLUTION / "cpp", folder, ignore=shutil.ignore_patterns("build"))
         rows = build_times(folder) | analyzer_times(folder)
-    graded = [graded_time() for _ in range(args.repeats)]
+    graded = [graded_run(SOLUTION / "lab4_libtorch.ipynb", "lab4") for _ in range(args.repeats)]
     rows["grader grade of the solution (build included)"] = statistics.median(graded)
     width = max(map(len, rows))
     for label, seconds in rows.items():

@@ -1,0 +1,43 @@
+"""The two timings the benchmarks compare, written once.
+
+* :func:`plain_run`: what a student's "Run all" costs (nbclient executes the notebook, nothing else);
+* :func:`graded_run`: ``grader grade`` of a solution (execution, hidden cases, scoring, result
+  files); it stops the benchmark if the solution does not get full marks.
+"""
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+
+from grader.grade import grade_submission  # noqa: E402
+from grader.run import kernel_env  # noqa: E402
+from util.tasks import get_lab  # noqa: E402
+
+
+def plain_run(path: Path) -> float:
+    """Seconds nbclient takes to execute the notebook at ``path`` in a scratch folder."""
+    nb = nbformat.read(str(path), as_version=4)
+    with tempfile.TemporaryDirectory() as scratch:
+        start = time.perf_counter()
+        NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": scratch}}).execute(
+            env=kernel_env(Path(scratch) / "answers"))
+        return time.perf_counter() - start
+
+
+def graded_run(path: Path, lab_name: str, sandbox: bool | None = None) -> float:
+    """Seconds ``grade_submission`` takes on the solution at ``path``; exits unless it gets full marks."""
+    with tempfile.TemporaryDirectory() as out:
+        start = time.perf_counter()
+        result = grade_submission(path, get_lab(lab_name), Path(out), sandbox=sandbox)
+        seconds = time.perf_counter() - start
+    if result.score != result.max_score:
+        sys.exit(f"the solution scored {result.score}/{result.max_score}; fix that before benchmarking")
+    return seconds
