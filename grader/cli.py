@@ -81,10 +81,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
-        from grader import grade
+        from grader import batch
         limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, disk=args.disk,
                         output=args.max_output)
-        return grade.main(paths=args.paths, out=args.out, lab=args.lab, feedback=args.feedback,
+        return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, jobs=args.jobs, limits=limits,
                           force=args.force, feedback_dir=args.feedback_dir,

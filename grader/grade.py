@@ -135,17 +135,6 @@ def _write_feedback(out_dir: Path, result: SubmissionResult) -> None:
     (out_dir / "feedback.md").write_text(feedback.render(out_dir.name, result), encoding="utf-8")
 
 
-def find_notebooks(paths: Iterable[Path]) -> list[Path]:
-    """Notebooks named directly or found under folders, sorted, checkpoints skipped."""
-    found: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found += sorted(p for p in path.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-        else:
-            found.append(path)
-    return found
-
-
 def _hidden(path: Path) -> bool:
     return path.name.startswith((".", "_"))  # .ipynb_checkpoints, __pycache__, .git
 
@@ -184,12 +173,3 @@ def output_names(paths: list[Path]) -> list[str]:
 
     names = [stem if stems.count(stem) == 1 else long_name(p, True) for p, stem in zip(paths, stems)]
     return names if len(set(names)) == len(names) else [long_name(p, False) for p in paths]
-
-
-def main(*, paths: list[Path], out: Path, lab: str | None = None, feedback: bool = False,
-         progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None,
-         jobs: int = 1, **options) -> int:
-    """``python -m grader grade``: grade a class (see :func:`grader.batch.main` for the options)."""
-    from grader import batch
-    return batch.main(paths=paths, out=out, lab=lab, show_feedback=feedback, progress=progress,
-                      cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, jobs=jobs, **options)
