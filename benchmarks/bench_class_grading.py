@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 
 from timing import graded_run, plain_run  # noqa: E402
-from util.tasks import get_lab  # noqa: E402
+from util.labs import get_lab  # noqa: E402
 
 THROUGHPUT_TARGET, OVERHEAD_TARGET, SUBMISSIONS = 1.7, 1.15, 8
 

@@ -17,9 +17,9 @@ sys.path.insert(0, str(REPO))
 import nbformat  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
-from grader.grade import grade_submission  # noqa: E402
-from grader.run import kernel_env  # noqa: E402
-from util.tasks import get_lab  # noqa: E402
+from grader.grade.submission import grade_submission  # noqa: E402
+from grader.execute.scratch import kernel_env  # noqa: E402
+from util.labs import get_lab  # noqa: E402
 
 
 def plain_run(path: Path) -> float:

@@ -1,6 +1,21 @@
-"""The course's autograder: build the student copies, regenerate references, grade submissions.
+"""The course's autograder: run notebooks, judge their answers, report grades, author the labs.
 
-Subpackages by responsibility: ``execute``/``run`` run a notebook, ``score``/``compare`` judge it,
-``results``/``gradebook`` report it, ``build``/``markers`` make the student copies,
-``references`` makes and checks the expected answers. ``cli`` only parses arguments.
+Subpackages by what they do (as otter-grader groups by verb):
+
+* ``execute/``: run one notebook: a fresh kernel in the sandbox, under limits, in a scratch folder
+  (``kernel``, ``scratch``, ``sandbox``, ``limits``, ``watchdog``, ``output``);
+* ``judge/``: turn what a run exported into points (``compare``, ``score``, ``artifacts``: the
+  grader-side checks of saved files, ``references``: the expected answers);
+* ``report/``: results, feedback, the gradebook and class statistics;
+* ``grade/``: grade one submission or a whole class (``submission``, ``batch``, ``resume``,
+  ``gradescope``);
+* ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``) and
+  regenerate the references (``regen``).
+
+``cli`` only parses arguments; ``notebook`` reads course notebooks; ``selfcheck`` is the students'
+``python -m grader check``. No module here names a lab: labs are plug-ins in ``util/labs/``.
 """
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+"""The course repository's root (the kernel imports this repository's ``util``)."""

@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from grader.limits import Limits, parse_size
-from util.tasks import LABS, get_lab
+from grader.execute.limits import Limits, parse_size
+from util.labs import LABS, get_lab
 
 
 def _labs(name: str | None):
@@ -81,7 +81,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
-        from grader import batch
+        from grader.grade import batch
         limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, disk=args.disk,
                         output=args.max_output)
         return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
@@ -94,17 +94,17 @@ def main(argv: list[str] | None = None) -> int:
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
                               notebook_timeout=args.notebook_timeout)
     if args.command in ("gradescope", "autograde"):
-        from grader import gradescope
+        from grader.grade import gradescope
         limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize)
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=limits)
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=limits)
     if args.command == "build":
-        from grader import build
+        from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
-    from grader import references
-    return references.main(labs=_labs(args.lab), check_only=args.check)
+    from grader.author import regen
+    return regen.main(labs=_labs(args.lab), check_only=args.check)
 
 
 if __name__ == "__main__":

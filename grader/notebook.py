@@ -11,6 +11,8 @@ from pathlib import Path
 
 import nbformat
 
+from grader import REPO
+
 HEADING = re.compile(r"^#{1,6}\s*Task\s+(\d+\.\d+)\s*:\s*(.*?)\s*\((\d+(?:\.\d+)?) points?\)\s*$")
 """``## Task 1.4: MACs (40 points)`` -> id, title, points."""
 
@@ -79,7 +81,7 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
     solution regions kept. For benchmarks and tests that need the reference implementation of a
     function, e.g.::
 
-        tiled = solution_namespace("lab3", ("3.1", "3.2"))["tiled_gemm_model"](32, 64, 128)
+        tiled = solution_namespace("labN", ("N.1", "N.2"))["tiled_gemm_model"]   # a function of task N.2
 
     Answers the cells export with ``submit`` go to a throw-away folder, not ``./outputs``; what
     they print is not shown. IPython magics are not supported (the course notebooks use none).
@@ -90,12 +92,12 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
     import os
     import tempfile
 
-    from grader.markers import remove_markers
+    from grader.author.markers import remove_markers
     from util.answers import OUTPUT_DIR_ENV
-    from util.tasks import get_lab
+    from util.labs import get_lab
 
     lab = get_lab(lab_name)
-    path = Path(__file__).resolve().parent.parent / "solutions" / lab.notebook
+    path = REPO / "solutions" / lab.notebook
     nb = read(path)
     wanted = set(task_ids)
     known = {found[0] for found in headings(nb).values()}

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader import notebook
-from grader.execute import Execution, execute
-from grader.grade import resolve_lab
-from grader.run import copy_support, kernel_env
+from grader.execute.kernel import Execution, execute
+from grader.execute.scratch import copy_support, kernel_env
+from grader.grade.submission import resolve_lab
 from util.contract import Lab
 from util.selfcheck import TaskReport, cell_source, read_reports
 
@@ -57,7 +57,7 @@ def run_selfcheck(path: Path, lab: Lab, *, cell_timeout: int | None = None,
     nb = notebook.read(path)
     scratch = Path(tempfile.mkdtemp(prefix=f"check-{lab.name}-"))
     try:
-        copy_support(lab, path.parent, scratch)  # a folder lab's support files (lab 4's cpp/), as grading does
+        copy_support(lab, path.parent, scratch)  # a folder lab's support files (e.g. cpp/), as grading does
         report_path = scratch / "selfcheck.json"
         execution = execute(nb, scratch, kernel_env(scratch / "answers"),
                             cell_timeout=cell_timeout or lab.cell_timeout,

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import grade_submission
-from grader.results import SubmissionResult
-from util.tasks import get_lab
+from grader.grade.submission import grade_submission
+from grader.report.results import SubmissionResult
+from util.labs import get_lab
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from grader import batch
-from grader.limits import Limits
+from grader.grade import batch
+from grader.execute.limits import Limits
 from tinylab import GOOD_1, GOOD_2, export, notebook, registered, write
 
 LIMITS = Limits(cell_timeout=30, notebook_timeout=60)

@@ -3,10 +3,11 @@ import copy
 
 import pytest
 
-from grader import build, notebook
-from grader.examples import Mistake
-from grader.markers import MarkerError, has_markers
-from util.tasks import LABS
+from grader.author import build
+from grader import notebook
+from util.contract import Mistake
+from grader.author.markers import MarkerError, has_markers
+from util.labs import LABS
 
 LAB_NAMES = [name for name, lab in LABS.items() if lab.tasks]
 

@@ -36,7 +36,7 @@ def test_grade_with_nothing_to_grade_says_so(tmp_path, capsys):
 
 
 def test_same_file_names_in_different_folders_get_distinct_result_folders(tmp_path):
-    from grader.grade import output_names
+    from grader.grade.submission import output_names
     paths = [tmp_path / "alice" / "lab1.ipynb", tmp_path / "bob" / "lab1.ipynb"]
     for p in paths:
         p.parent.mkdir()

@@ -1,4 +1,4 @@
-from grader.compare import compare, describe
+from grader.judge.compare import compare, describe
 from util.contract import EXACT, Tolerance
 
 

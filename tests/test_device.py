@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import util
-from grader.grade import grade_submission
+from grader.grade.submission import grade_submission
 from util.models import build_model, example_input
-from util.tasks import LABS, get_lab
+from util.labs import LABS, get_lab
 
 REPO = Path(__file__).resolve().parent.parent
 HARD_CUDA = re.compile(r"""\.cuda\(|\.to\(\s*['"]cuda|device\s*=\s*['"]cuda|torch\.device\(\s*['"]cuda"""

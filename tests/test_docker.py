@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.markers import ANY
+from grader.author.markers import ANY
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
@@ -84,8 +84,8 @@ def _solution_regions() -> list[set[str]]:
 
 def test_student_image_holds_no_solution_reference_or_example(student_files):
     sources = set(student_files.values())
-    forbidden = [s for s in sources if s.startswith(("solutions/", "grader/references/", "tests/", "benchmarks/"))
-                 or (s.startswith("grader/examples/") and s != "grader/examples/__init__.py")]
+    forbidden = [s for s in sources if s.startswith(("solutions/", "grader/references/", "grader/examples/",
+                                                     "tests/", "benchmarks/")) or s.endswith("/mistakes.py")]
     assert forbidden == []
     assert not any(s.endswith(".json") for s in sources), "no JSON file (references, answers) belongs there"
 
@@ -107,15 +107,19 @@ def test_student_image_has_the_labs_and_what_they_import(student_files):
     sources = set(student_files.values())
     labs = {p.relative_to(REPO).as_posix() for p in (REPO / "labs").glob("*.ipynb")}
     assert labs and labs <= sources
-    util = {p.relative_to(REPO).as_posix() for p in (REPO / "util").rglob("*.py") if "__pycache__" not in p.parts}
+    util = {p.relative_to(REPO).as_posix() for p in (REPO / "util").rglob("*.py")
+            if "__pycache__" not in p.parts and p.name != "mistakes.py"}  # the mistakes quote the solutions
     assert util <= sources
+    grader = {p.relative_to(REPO).as_posix() for p in (REPO / "grader").rglob("*.py")
+              if "__pycache__" not in p.parts and p.parts[len(REPO.parts) + 1] != "examples"}
+    assert grader <= sources  # python -m grader check imports across the grader's subpackages
     for needed in ("requirements.txt", "pyproject.toml", "README.md", "docker/setup.sh", "grader/selfcheck.py",
                    "grader/cli.py", "grader/__main__.py"):
         assert needed in sources
-    # pip install -e . needs every package pyproject.toml lists
-    packages = re.search(r'packages = \[(.*?)\]', (REPO / "pyproject.toml").read_text()).group(1)
-    for package in re.findall(r'"([\w.]+)"', packages):
-        assert f"{package.replace('.', '/')}/__init__.py" in sources, package
+    # pip install -e . finds the packages pyproject.toml includes: their __init__.py must be there
+    include = re.search(r'include = \[(.*?)\]', (REPO / "pyproject.toml").read_text()).group(1)
+    for package in re.findall(r'"(\w+)"', include):
+        assert f"{package}/__init__.py" in sources, package
     assert student_files["/course/labs/lab1_pytorch_analysis.ipynb"] == "labs/lab1_pytorch_analysis.ipynb"
 
 
@@ -133,7 +137,7 @@ def test_dockerignore_keeps_local_state_out(tmp_path):
                  "util/__pycache__/x.pyc", "labs/.ipynb_checkpoints/a.ipynb", "ml_cost_course.egg-info/PKG-INFO",
                  "labs/lab4_libtorch/cpp/build/analyzer", "labs/lab4_libtorch/googlenet.pt"):
         assert image_files.is_ignored(path, patterns), path
-    for path in ("labs/lab1_pytorch_analysis.ipynb", "util/models.py", "grader/references/lab1.json", "grader/build.py",
+    for path in ("labs/lab1_pytorch_analysis.ipynb", "util/models.py", "grader/references/lab1.json", "grader/author/build.py",
                  "labs/lab4_libtorch/cpp/CMakeLists.txt"):
         assert not image_files.is_ignored(path, patterns), path
 

@@ -1,8 +1,8 @@
 """The executor on tiny notebooks: errors do not stop the run, timeouts and dead kernels are named."""
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from grader.execute import execute
-from grader.run import kernel_env
+from grader.execute.kernel import execute
+from grader.execute.scratch import kernel_env
 from util.answers import read_answers
 
 

@@ -1,5 +1,5 @@
-from grader import gradebook
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.report import gradebook
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 
 
 def _result(lab, task_id, status, score, max_score, execution="completed"):

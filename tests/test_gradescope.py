@@ -11,8 +11,8 @@ import zipfile
 import pytest
 
 from grader import cli
-from grader.run import REPO
-from util.tasks import get_lab
+from grader import REPO
+from util.labs import get_lab
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ import nbformat
 import psutil
 import pytest
 
-from grader import batch, resume
-from grader import sandbox as sandboxing
-from grader.limits import Limits
-from grader.results import ANSWER, SubmissionResult
-from grader.run import REPO
+from grader.grade import batch, resume
+from grader.execute import sandbox as sandboxing
+from grader.execute.limits import Limits
+from grader.report.results import ANSWER, SubmissionResult
+from grader import REPO
 from tinylab import GOOD_1, GOOD_2, export, notebook, registered, standard, write
 
 LIMITS = Limits(cell_timeout=6, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20, disk=128 << 20)
@@ -245,9 +245,9 @@ def test_harmless_edits_keep_full_marks(graded, name):
 @pytest.mark.notebook
 def test_a_real_lab_keeps_credit_exported_before_a_crash(tmp_path):
     """Lab 1's solution, killed at the start of task 1.3: the answers of 1.1 and 1.2 still count."""
-    from grader.grade import grade_submission
+    from grader.grade.submission import grade_submission
     from grader.notebook import headings
-    from util.tasks import get_lab
+    from util.labs import get_lab
 
     lab = get_lab("lab1")
     nb = nbformat.read(str(REPO / "solutions" / lab.notebook), as_version=4)
@@ -295,7 +295,7 @@ def _rss_growth(action) -> int:
     "for _ in range(4):\n    get_ipython().display_pub.publish({'text/plain': 'y' * (50 << 20)})",  # around the cap
 ], ids=["print", "display_pub"])
 def test_the_grader_holds_little_of_a_flood_of_output(tmp_path, code):
-    from grader.grade import grade_submission
+    from grader.grade.submission import grade_submission
 
     path = write(standard(code), tmp_path / "flood" / "lab9.ipynb")
     with registered(tmp_path / "references") as lab:

@@ -2,9 +2,9 @@
 every example submission gets exactly the score its declared mistakes imply."""
 import pytest
 
-from grader.build import LABS, SOLUTIONS, example_path, mistakes
-from grader.results import ANSWER
-from util.tasks import LABS as DECLARED
+from grader.author.build import LABS, SOLUTIONS, example_path, mistakes
+from grader.report.results import ANSWER
+from util.labs import LABS as DECLARED
 
 pytestmark = pytest.mark.notebook
 LAB_NAMES = [name for name, lab in DECLARED.items() if lab.tasks]

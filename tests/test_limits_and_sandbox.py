@@ -7,11 +7,13 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader import feedback, sandbox, stats
-from grader.execute import execute
-from grader.limits import Limits, format_size, parse_size
-from grader.results import CheckResult, SubmissionResult, TaskResult
-from grader.run import REPO, kernel_env
+from grader.report import feedback, stats
+from grader.execute import sandbox
+from grader.execute.kernel import execute
+from grader.execute.limits import Limits, format_size, parse_size
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
+from grader import REPO
+from grader.execute.scratch import kernel_env
 
 
 @pytest.mark.parametrize("text, size", [("4G", 4 << 30), ("512M", 512 << 20), ("100k", 100 << 10),
@@ -98,8 +100,8 @@ ORPHAN = """
 import sys, tempfile
 from pathlib import Path
 from nbformat.v4 import new_code_cell, new_notebook
-from grader.execute import execute
-from grader.run import kernel_env
+from grader.execute.kernel import execute
+from grader.execute.scratch import kernel_env
 folder = Path(tempfile.mkdtemp())
 nb = new_notebook(cells=[new_code_cell(
     "import subprocess, time\\nsubprocess.Popen(['sleep', '5252'], start_new_session=True)\\ntime.sleep(120)")])

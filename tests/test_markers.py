@@ -1,6 +1,6 @@
 import pytest
 
-from grader.markers import MarkerError, has_markers, remove_markers, stub_regions
+from grader.author.markers import MarkerError, has_markers, remove_markers, stub_regions
 
 SOURCE = '''def f(x):
     """Docstring stays."""

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from grader import cli
-from util.tasks import LABS
+from util.labs import LABS
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
-from grader import references
-from util.tasks import LABS
+from grader.author import regen
+from grader.judge.references import REFERENCE_ENV
+from util.labs import LABS
 
 pytestmark = pytest.mark.notebook
 LAB_NAMES = [name for name, lab in LABS.items() if lab.tasks]
@@ -14,30 +15,30 @@ LAB_NAMES = [name for name, lab in LABS.items() if lab.tasks]
 @pytest.mark.parametrize("lab_name", LAB_NAMES)
 def test_references_cover_every_task_and_case_with_provenance(lab_name):
     lab = LABS[lab_name]
-    refs = references.load(lab)
+    refs = regen.load(lab)
     assert set(refs["answers"]) == {t.id for t in lab.tasks}
     assert {t: set(c) for t, c in refs["cases"].items()} == {t.id: {c.id for c in t.cases} for t in lab.tasks if t.cases}
     prov = refs["provenance"]
-    assert prov["source_sha256"] == references.source_hash(lab)
+    assert prov["source_sha256"] == regen.source_hash(lab)
     assert prov["packages"]["torch"] == "2.14.1" and prov["python"].startswith("3.11")
 
 
 @pytest.mark.parametrize("lab_name", LAB_NAMES)
 def test_committed_references_are_fresh(lab_name):
-    assert references.check(LABS[lab_name]) == []
+    assert regen.check(LABS[lab_name]) == []
 
 
 def _check_with(monkeypatch, tmp_path, edit):
-    """references.check() on an edited copy of lab1.json, with the solution run stubbed by the real file."""
+    """regen.check() on an edited copy of lab1.json, with the solution run stubbed by the real file."""
     lab = LABS["lab1"]
-    committed = references.load(lab)
+    committed = regen.load(lab)
     fresh = {"answers": committed["answers"], "cases": committed["cases"]}
     edited = copy.deepcopy(committed)
     edit(edited)
     monkeypatch.setattr(references, "REFERENCE_DIR", tmp_path)
     (tmp_path / "lab1.json").write_text(json.dumps(edited))
     monkeypatch.setattr(references, "produce", lambda lab: fresh)
-    return references.check(lab)
+    return regen.check(lab)
 
 
 def test_check_notices_a_reference_value_the_solution_does_not_produce(tmp_path, monkeypatch):
@@ -58,7 +59,7 @@ def test_check_notices_an_edited_solution_and_other_package_versions(tmp_path, m
 
 
 def test_known_googlenet_figures():
-    answers = references.load(LABS["lab1"])["answers"]
+    answers = regen.load(LABS["lab1"])["answers"]
     assert answers["1.1"]["total"] == 6_624_904
     assert answers["1.2"]["float32"] == 26_499_616
     assert answers["1.4"]["ptflops"]["total"] == 1_513_907_448

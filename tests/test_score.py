@@ -1,6 +1,6 @@
 """Scoring statuses on small synthetic inputs (no notebook is run)."""
-from grader.execute import CellError, Execution
-from grader.score import score
+from grader.execute.kernel import CellError, Execution
+from grader.judge.score import score
 from util.contract import Case, Lab, Task
 
 TASK = Task(id="9.1", title="Thing", points=4, answer="an int", function="f",
@@ -69,7 +69,7 @@ def test_timeout_keeps_what_was_exported_before():
 
 
 def test_results_follow_gradescopes_schema():
-    from grader.results import SubmissionResult
+    from grader.report.results import SubmissionResult
     cases = {"9.1": {"small": {"status": "ok", "value": 11}, "shown": {"status": "ok", "value": 0}}}
     result = SubmissionResult("x.ipynb", "lab9", score(LAB, REFS, {"9.1": 10}, cases, DONE), 1.234, "completed",
                               ("cell 3 (task 9.2) raised KeyError: 'a'",))

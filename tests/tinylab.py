@@ -1,28 +1,30 @@
 """A tiny lab for grader tests: two one-line tasks, so each graded kernel takes about a second.
 
-``registered(tmp)`` declares it (as ``lab9``) and writes its references for the duration of a
-``with`` block, in this process only: grade it with ``jobs=1`` (spawned workers would not know it).
-Its notebooks export with ``util.answers.write_answer`` rather than ``submit`` (the kernel does not
-know the lab either); 9.1 expects 41, 9.2 expects 42.
+The lab is a folder, ``tests/tinylab_labs/lab9/``, as a course lab is. ``registered(tmp)`` adds it to
+the registry (``$COURSE_LAB_DIRS``) and writes its references into ``tmp`` (``$COURSE_REFERENCE_DIR``)
+for the duration of a ``with`` block: spawned grading workers and sandboxed kernels inherit both, so
+it grades with any ``jobs``. 9.1 expects 41, 9.2 expects 42.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import os
+import sys
 from pathlib import Path
 
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 import pytest
 
-from grader import references
-from util import tasks
-from util.contract import Lab, Task
+from grader.judge.references import REFERENCE_ENV
+from util import labs
 
-LAB = Lab(name="lab9", title="Grader test lab", notebook="lab9_tiny.ipynb", tasks=(
-    Task(id="9.1", title="First", points=5, answer="the int 41"),
-    Task(id="9.2", title="Second", points=5, answer="the int 42"),
-))
+FOLDER = Path(__file__).resolve().parent / "tinylab_labs"
+"""Holds the ``lab9`` package; added to ``$COURSE_LAB_DIRS`` while the lab is registered."""
+if str(FOLDER) not in sys.path:
+    sys.path.append(str(FOLDER))
+from lab9.tasks import LAB  # noqa: E402  (the folder is importable from here on)
 REFERENCES = {"lab": "lab9", "answers": {"9.1": 41, "9.2": 42}, "cases": {}, "provenance": {}}
 
 
@@ -64,6 +66,9 @@ def registered(folder: Path):
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "lab9.json").write_text(json.dumps(REFERENCES))
     with pytest.MonkeyPatch.context() as patch:
-        patch.setitem(tasks.LABS, LAB.name, LAB)
-        patch.setattr(references, "REFERENCE_DIR", folder)
+        dirs = [d for d in os.environ.get(labs.LAB_DIRS_ENV, "").split(os.pathsep) if d] + [str(FOLDER)]
+        patch.setenv(labs.LAB_DIRS_ENV, os.pathsep.join(dirs))
+        patch.setenv(REFERENCE_ENV, str(folder))
+        patch.setitem(labs.LABS, LAB.name, LAB)
+        patch.setitem(labs.PACKAGES, LAB.name, "lab9")
         yield LAB

@@ -6,7 +6,7 @@ Students use::
     setup()                      # fixed seed and thread count, so numbers match the grader's
     submit("1.1", answer)        # print a titled block and export the answer for grading
     check("1.1")                 # run the task's public checks (no reference needed): passed/failed + hint
-    progress("lab1")             # which tasks are exported so far
+    progress("labN")             # which tasks of lab N are exported so far
 
 Helpers shared by several labs live here once: ``util.models`` (deterministic model builders),
 ``util.onnx_models`` (deterministic ONNX export), ``util.display`` (result blocks).

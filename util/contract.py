@@ -1,6 +1,6 @@
 """The task contract: every lab declares its tasks once, with these dataclasses.
 
-One declaration (``util/tasks/labN.py``) drives three things:
+One declaration (``util/labs/labN/tasks.py``) drives three things:
 
 * the notebook: ``util.submit("1.4", value)`` looks the task up here to print a titled block
   and to check the *shape* of the answer (never its correctness);
@@ -8,6 +8,11 @@ One declaration (``util/tasks/labN.py``) drives three things:
 * reference regeneration: the grader runs the solution through the same path and stores what it got.
 
 Nobody types an expected value: references are always produced by running the solution.
+
+Its users: every lab folder (``util/labs/labN/``: ``tasks.py`` declares a :class:`Lab`,
+``public_checks.py`` its :class:`Check` s, ``mistakes.py`` its :class:`Mistake` s), the registry
+(``util/labs/__init__.py``), ``util.submit`` / ``util.selfcheck`` / ``util.hidden`` in the notebook,
+and the grader (``grader/judge`` scores against it, ``grader/author`` builds and regenerates from it).
 """
 from __future__ import annotations
 
@@ -34,6 +39,9 @@ class Tolerance:
 
 
 EXACT = Tolerance()
+
+ANSWER = "answer"
+"""Name of the check on the answer a task exports; the other checks of a task are named by case id."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ class Task:
 
     For answers JSON cannot hold (an ONNX model): ``run_case`` saves the file with
     ``util.artifacts.save_model`` and the check, ``check(spec, data, tolerance) -> [problems]``,
-    judges its bytes; a case passes only when the list is empty (see ``grader/artifacts.py``)."""
+    judges its bytes; a case passes only when the list is empty (see ``grader/judge/artifacts.py``)."""
     checks: tuple[Check, ...] = ()
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
 
@@ -124,11 +132,11 @@ class Lab:
     """A lab: one solution notebook, its generated student copy, and its tasks."""
 
     name: str
-    """Short name used on the command line and in file names, e.g. ``"lab1"``."""
+    """Short name used on the command line and in file names: ``"labN"``, the name of its folder in ``util/labs/``."""
     title: str
-    """Human title, e.g. ``"PyTorch model analysis"``."""
+    """Human title, e.g. ``"ONNX model analysis"``."""
     notebook: str
-    """File name shared by ``solutions/`` and ``labs/``, e.g. ``"lab1_pytorch_analysis.ipynb"``."""
+    """File name shared by ``solutions/`` and ``labs/``, e.g. ``"labN_topic.ipynb"``."""
     tasks: tuple[Task, ...]
     """Tasks in notebook order."""
     cell_timeout: int = 300
@@ -138,15 +146,17 @@ class Lab:
     hidden_timeout: int = 300
     """Seconds the hidden cases together may run after the notebook."""
     modules: tuple[str, ...] = field(default=())
-    """Source files (relative to the repo root) whose change makes the references stale."""
+    """Shared source files or folders (relative to the repo root) whose change makes the references
+    stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""
     support: tuple[str, ...] = field(default=())
     """Files or folders next to the notebook that belong to it, e.g. ``("cpp",)`` for a C++ project.
 
-    A lab with support files lives in a folder (``notebook="lab4_libtorch/lab4_libtorch.ipynb"``):
+    A lab with support files lives in a folder (``notebook="labN_topic/labN_topic.ipynb"``):
     the build generates them with the notebook, a submission is that folder, and the grader copies
     them from the notebook's folder into the scratch folder before running the notebook."""
     prepare: str | None = None
-    """``"module:function"`` the grader calls once, outside the sandbox, before grading the lab: it
+    """``"module:function"`` the grader calls once, outside the sandbox, before grading the lab (usually
+    ``"util.labs.labN.tasks:prepare"``): it
     fills the shared export caches (``build/onnx``, ``build/torchscript``) with the models the notebook
     and its hidden cases load. The sandbox sees those caches read-only, so no graded kernel spends
     seconds re-exporting a model. Purely a speed-up: without it every kernel exports for itself."""
@@ -162,3 +172,24 @@ class Lab:
                 return task
         raise KeyError(f"{self.name} has no task {task_id!r}; its tasks are "
                        + ", ".join(t.id for t in self.tasks))
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One example submission: the solution notebook with one realistic student mistake.
+
+    Example submissions are *generated* from ``solutions/`` by ``python -m grader build`` (never
+    edited by hand), so they cannot drift from the solution: a replacement that no longer matches
+    exactly once fails the build. The expected score is derived from the declared points, and the
+    tests assert the grader gives exactly that. A lab lists its mistakes as ``MISTAKES`` in
+    ``util/labs/labN/mistakes.py`` (a file the graded kernel never sees: it quotes the solution).
+    """
+
+    name: str
+    """File stem of the generated notebook, e.g. ``flops_as_macs``."""
+    description: str
+    """The mistake in a student's words, shown in the README and the tests."""
+    replacements: tuple[tuple[str, str], ...]
+    """``(old, new)`` pairs applied to code cells (and support files); each ``old`` must occur exactly once."""
+    expected_failures: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Task id -> the checks that must fail (:data:`ANSWER` and/or case ids); every other check passes."""

@@ -29,7 +29,7 @@ def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
     task id then case id.
     """
     from util import setup
-    from util.tasks import get_lab
+    from util.labs import get_lab
 
     lab = get_lab(lab_name)
     out_path = Path(path)

@@ -39,6 +39,33 @@ class TinyGrouped(nn.Module):
         return self.head(x.flatten(1))
 
 
+def seed_bn(model: nn.Module, seed: int = 1) -> nn.Module:
+    """Give every BatchNorm of ``model`` non-trivial statistics, in place, and return ``model``.
+
+    A fresh BatchNorm has mean 0, variance 1, weight 1 and bias 0, so folding it into the conv before
+    it changes almost nothing. Here, from a ``torch.Generator`` seeded with the integer ``seed`` (in
+    module order): running_mean ~ N(0, 0.1^2), running_var ~ U(0.5, 2), weight ~ U(0.75, 1.25),
+    bias ~ N(0, 0.1^2). The same seed gives the same statistics on every machine.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                size = module.num_features
+                module.running_mean.copy_(torch.randn(size, generator=generator) * 0.1)
+                module.running_var.copy_(0.5 + 1.5 * torch.rand(size, generator=generator))
+                if module.affine:
+                    module.weight.copy_(0.75 + 0.5 * torch.rand(size, generator=generator))
+                    module.bias.copy_(torch.randn(size, generator=generator) * 0.1)
+    return model
+
+
+def _resnet18_bnstats() -> nn.Module:
+    import torchvision.models as tvm
+
+    return seed_bn(tvm.resnet18(weights=None, num_classes=10), seed=1)
+
+
 def _torchvision(name: str, **kwargs) -> Callable[[], nn.Module]:
     def build() -> nn.Module:
         import torchvision.models as tvm
@@ -54,6 +81,7 @@ BUILDERS: dict[str, Callable[[], nn.Module]] = {
     "squeezenet1_1": _torchvision("squeezenet1_1"),
     "alexnet": _torchvision("alexnet"),
     "tiny_grouped": TinyGrouped,
+    "resnet18_bnstats": _resnet18_bnstats,
 }
 """Every model the course builds, by name."""
 

@@ -12,7 +12,7 @@ browser, which inside a container is unreachable and fails. Here the address is 
 Example::
 
     from util.netron_view import show, stop
-    url = show("outputs/lab3/tiled_32x64x128.onnx")   # prints and returns http://127.0.0.1:8081
+    url = show("outputs/labN/model.onnx")          # prints and returns http://127.0.0.1:8081
     stop()                                              # when done
 """
 from __future__ import annotations

@@ -3,11 +3,11 @@
 In a notebook, after a task's ``submit`` cell::
 
     check("1.4")        # one task
-    check("lab1")       # every task of the lab
+    check("labN")       # every task of lab N
 
 It reads the answer that ``submit`` exported (``outputs/<lab>/<task>.json``) and looks the task's
 function up in the notebook's namespace, then runs the task's public checks (``Task.checks``,
-declared in ``util/tasks/labN.py``). It never reads the grader's reference file and never runs a
+declared in ``util/labs/labN/public_checks.py``). It never reads the grader's reference file and never runs a
 hidden case: passing every public check is necessary, not sufficient, for full marks.
 ``python -m grader check NOTEBOOK`` runs the same checks on a fresh run of a whole notebook.
 """
@@ -126,8 +126,8 @@ def task_report(lab: Lab, task: Task, namespace: Mapping[str, Any], answers: Map
 
 
 def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:
-    """Reports for a task id (``"1.4"``) or a whole lab (``"lab1"``), answers read from this notebook's exports."""
-    from util.tasks import LABS, find_task
+    """Reports for a task id (``"1.4"``) or a whole lab (``"labN"``), answers read from this notebook's exports."""
+    from util.labs import LABS, find_task
 
     if target in LABS:
         lab, tasks = LABS[target], LABS[target].tasks
@@ -139,7 +139,7 @@ def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:
 
 
 def check(target: str, namespace: Mapping[str, Any] | None = None) -> None:
-    """Run the public checks of a task (``check("1.4")``) or of a lab (``check("lab1")``) and print them.
+    """Run the public checks of a task (``check("1.4")``) or of a lab (``check("labN")``) and print them.
 
     Uses the answer your ``submit`` cell exported and the functions defined in your notebook
     (``namespace``: the caller's globals unless given). A check that fails says what it found and

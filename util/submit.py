@@ -11,7 +11,13 @@ from typing import Any
 
 from tabulate import tabulate
 
-from util.answers import AnswerError, output_dir, read_answers, to_jsonable, write_answer
+from util.answers import (
+    AnswerError,
+    output_dir,
+    read_answers,
+    to_jsonable,
+    write_answer,
+)
 from util.display import print_hw_result
 
 
@@ -25,7 +31,7 @@ def submit(task_id: str, value: Any) -> None:
     Raises ``KeyError`` for an unknown task id, ``AnswerError`` when a dict answer lacks a key the
     task expects or holds something JSON cannot store. Re-running the cell overwrites the export.
     """
-    from util.tasks import find_task
+    from util.labs import find_task
 
     lab, task = find_task(task_id)
     if task.keys:
@@ -46,7 +52,7 @@ def submit(task_id: str, value: Any) -> None:
 
 def progress(lab_name: str) -> None:
     """Print which tasks of a lab this notebook has exported so far (not whether they are right)."""
-    from util.tasks import get_lab
+    from util.labs import get_lab
 
     lab = get_lab(lab_name)
     answers = read_answers(output_dir(lab.name))

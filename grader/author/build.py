@@ -1,0 +1,252 @@
+"""Building the generated notebooks from the hand-edited solutions.
+
+``solutions/<lab>.ipynb``  ->  ``labs/<lab>.ipynb``            (solution regions become stubs)
+                           ->  ``grader/examples/<lab>/*.ipynb`` (one realistic mistake each)
+
+A lab with support files (``Lab.support``, e.g. a ``cpp/`` project) is a folder,
+``solutions/<folder>/<lab>.ipynb`` plus its support files: ``labs/<folder>/`` gets the notebook and
+the support files with their regions stubbed (C++ stubs compile and throw), and each example
+submission is a folder ``grader/examples/<lab>/<mistake>/`` holding ``<mistake>.ipynb`` and the
+support files with the mistake applied. Support folders' ``build/`` sub-folders are never copied.
+
+``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
+left behind, a committed notebook carries outputs, or a task heading disagrees with the declaration.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from grader import REPO, notebook
+from grader.author.markers import (
+    MarkerError,
+    has_markers,
+    remove_markers,
+    stub_cpp,
+    stub_regions,
+)
+from util import labs
+from util.contract import Lab, Mistake
+
+SOLUTIONS, LABS, EXAMPLES = REPO / "solutions", REPO / "labs", REPO / "grader" / "examples"
+CPP_SUFFIXES = (".cpp", ".cc", ".cxx", ".h", ".hpp")
+"""Support files with C++ solution regions (``// ### BEGIN SOLUTION``); others are copied as they are."""
+SKIPPED = ("build", "outputs", "__pycache__", ".ipynb_checkpoints")
+"""Folder names inside support folders that are build products, never sources."""
+
+
+def _rel(path: Path) -> Path:
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path
+
+
+@dataclass(frozen=True)
+class BuildOutput:
+    path: Path
+    text: str
+
+
+def support_files(lab: Lab, root: Path = SOLUTIONS) -> dict[str, str]:
+    """The text of ``lab``'s support files under ``root``: path relative to the notebook's folder -> text."""
+    folder = (root / lab.notebook).parent
+    found: dict[str, str] = {}
+    for name in lab.support:
+        path = folder / name
+        if not path.exists():
+            raise ValueError(f"{_rel(path)} is missing: Lab.support of {lab.name} names it")
+        files = [path] if path.is_file() else sorted(
+            p for p in path.rglob("*") if p.is_file() and not set(p.relative_to(folder).parts) & set(SKIPPED))
+        for file in files:
+            found[file.relative_to(folder).as_posix()] = file.read_text(encoding="utf-8")
+    return found
+
+
+def example_path(lab: Lab, mistake: Mistake) -> Path:
+    """Where the example notebook for ``mistake`` is generated (inside its own folder for folder labs)."""
+    if lab.support:
+        return EXAMPLES / lab.name / mistake.name / f"{mistake.name}.ipynb"
+    return EXAMPLES / lab.name / f"{mistake.name}.ipynb"
+
+
+def _stub_support(lab: Lab, relative: str, text: str) -> str:
+    where = f"{Path(lab.notebook).parent.as_posix()}/{relative}"
+    if relative.endswith(CPP_SUFFIXES):
+        return stub_cpp(text, {t.id: t.title for t in lab.tasks}, where)
+    if has_markers(text):
+        raise MarkerError(f"{where}: solution markers in a file that is not C++ (only .cpp/.h files may have them)")
+    return text
+
+
+def mistakes(lab: Lab) -> tuple[Mistake, ...]:
+    """The example submissions declared in ``lab``'s ``mistakes.py`` (may be none)."""
+    module = labs.part(lab, "mistakes")
+    return tuple(module.MISTAKES) if module is not None else ()
+
+
+def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
+    """Problems with the solution notebook itself."""
+    problems = []
+    where = f"solutions/{lab.notebook}"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+            problems.append(f"{where}: cell {index} has outputs; clear them before committing "
+                            "(python -m grader build --clean-solutions)")
+            break
+    found = notebook.headings(nb)
+    ids = [h[0] for h in found.values()]
+    for task in lab.tasks:
+        matches = [h for h in found.values() if h[0] == task.id]
+        if len(matches) != 1:
+            problems.append(f"{where}: expected one heading '## Task {task.id}: ...', found {len(matches)}")
+            continue
+        _, title, points = matches[0]
+        if title != task.title or float(points) != task.max_points:
+            problems.append(f"{where}: heading says 'Task {task.id}: {title} ({points} points)' but the "
+                            f"declaration says '{task.title} ({task.max_points:g} points)'")
+    declared = {t.id for t in lab.tasks}
+    problems += [f"{where}: heading for undeclared task {i}" for i in ids if i not in declared]
+    return problems
+
+
+def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The lab as students get it: stubs for solution regions, no outputs."""
+    nb = notebook.strip_outputs(copy.deepcopy(nb))
+    titles = {t.id: t.title for t in lab.tasks}
+    for index, (cell, task_id) in enumerate(zip(nb.cells, notebook.cell_tasks(nb))):
+        if cell.cell_type == "code":
+            cell.source = stub_regions(cell.source, task_id, titles.get(task_id), f"{lab.notebook} cell {index}")
+        elif has_markers(cell.source):
+            raise MarkerError(f"{lab.notebook} cell {index}: solution markers in a {cell.cell_type} cell")
+    return nb
+
+
+def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake,
+                 support: dict[str, str] | None = None) -> nbformat.NotebookNode:
+    """The solution with ``mistake`` applied and the markers removed, as a student would submit it.
+
+    ``support`` (relative path -> text, see :func:`support_files`) is edited in place the same way:
+    a replacement must occur exactly once in the notebook's code cells and those files together.
+    """
+    nb = notebook.strip_outputs(copy.deepcopy(nb))
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    support = {} if support is None else support
+    for old, new in mistake.replacements:
+        hits = [c for c in code if old in c.source]
+        files = [name for name, text in support.items() if old in text]
+        total = sum(c.source.count(old) for c in hits) + sum(support[name].count(old) for name in files)
+        if total != 1:
+            raise ValueError(f"example {lab.name}/{mistake.name}: {old[:50]!r} occurs {total} times in "
+                             f"solutions/{lab.notebook}" + (" and its support files" if lab.support else "")
+                             + "; it must occur exactly once")
+        if hits:
+            hits[0].source = hits[0].source.replace(old, new)
+        else:
+            support[files[0]] = support[files[0]].replace(old, new)
+    for index, cell in enumerate(code):
+        cell.source = remove_markers(cell.source, f"{mistake.name} cell {index}")
+    for name, text in support.items():
+        support[name] = remove_markers(text, f"{mistake.name}/{name}", "cpp" if name.endswith(CPP_SUFFIXES) else "python")
+    return nb
+
+
+def outputs(lab: Lab) -> list[BuildOutput]:
+    """Every file the build writes for ``lab``, in memory."""
+    nb = notebook.read(SOLUTIONS / lab.notebook)
+    problems = validate_solution(lab, nb)
+    if problems:
+        raise ValueError("\n".join(problems))
+    out = [BuildOutput(LABS / lab.notebook, notebook.dumps(student_copy(lab, nb)))]
+    support = support_files(lab)
+    folder = (LABS / lab.notebook).parent
+    out += [BuildOutput(folder / name, _stub_support(lab, name, text)) for name, text in support.items()]
+    for mistake in mistakes(lab):
+        files = dict(support)
+        path = example_path(lab, mistake)
+        out.append(BuildOutput(path, notebook.dumps(example_copy(lab, nb, mistake, files))))
+        out += [BuildOutput(path.parent / name, text) for name, text in files.items()]
+    return out
+
+
+def build(lab: Lab) -> list[Path]:
+    """Write the generated files of ``lab``; return the paths that changed."""
+    changed = []
+    for item in outputs(lab):
+        if not item.path.exists() or item.path.read_text(encoding="utf-8") != item.text:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            item.path.write_text(item.text, encoding="utf-8")
+            changed.append(item.path)
+    return changed
+
+
+def check(lab: Lab) -> list[str]:
+    """Why the committed generated files of ``lab`` are not what the build would write (empty if fresh)."""
+    try:
+        items = outputs(lab)
+    except (ValueError, MarkerError) as exc:
+        return [str(exc)]
+    problems = []
+    for item in items:
+        rel = _rel(item.path)
+        if not item.path.exists():
+            problems.append(f"{rel} is missing: run `python -m grader build`")
+        elif item.path.read_text(encoding="utf-8") != item.text:
+            problems.append(f"{rel} is stale: run `python -m grader build`")
+        elif has_markers(item.path.read_text(encoding="utf-8")):
+            problems.append(f"{rel} still contains a solution marker")
+    expected = {item.path for item in items}
+    folder = EXAMPLES / lab.name
+    if folder.is_dir():
+        problems += [f"{_rel(p)} is not declared in {_rel(labs.folder(lab) / 'mistakes.py')}; delete it"
+                     for p in sorted(folder.glob("*.ipynb")) if p not in expected]
+        if lab.support:
+            declared = {path.parent for path in expected}
+            problems += [f"{_rel(p)} is not declared in {_rel(labs.folder(lab) / 'mistakes.py')}; delete it"
+                         for p in sorted(folder.iterdir()) if p.is_dir() and p not in declared]
+    folders = {(LABS / lab.notebook).parent} | {example_path(lab, m).parent for m in mistakes(lab)}
+    for generated in sorted(folders) if lab.support else ():
+        stale = [p for p in generated.rglob("*") if p.is_file() and p not in expected
+                 and not set(p.relative_to(generated).parts) & set(SKIPPED)]
+        problems += [f"{_rel(p)} is not generated from solutions/; delete it" for p in sorted(stale)]
+    return problems
+
+
+def clean_solution(lab: Lab) -> bool:
+    """Strip outputs from the solution notebook in place; True if it changed."""
+    path = SOLUTIONS / lab.notebook
+    before = path.read_text(encoding="utf-8")
+    after = notebook.dumps(notebook.strip_outputs(notebook.read(path)))
+    if after != before:
+        path.write_text(after, encoding="utf-8")
+    return after != before
+
+
+def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = False) -> int:
+    """``python -m grader build``: write (or with ``check_only`` verify) the generated notebooks."""
+    import sys
+
+    if clean_solutions:
+        for lab in labs:
+            if clean_solution(lab):
+                print(f"cleared outputs in solutions/{lab.notebook}")
+    if check_only:
+        problems = [p for lab in labs for p in check(lab)]
+        for problem in problems:
+            print(f"build --check: {problem}", file=sys.stderr)
+        if not problems:
+            print(f"build --check: {', '.join(l.name for l in labs)} up to date")
+        return 1 if problems else 0
+    status = 0
+    for lab in labs:
+        try:
+            changed = build(lab)
+        except (ValueError, MarkerError) as exc:
+            print(f"build: {lab.name}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        for path in changed:
+            print(f"wrote {_rel(path)}")
+        if not changed:
+            print(f"{lab.name}: up to date")
+    return status

@@ -1,0 +1,1 @@
+"""Running one notebook: a fresh kernel, sandboxed and under limits, in a scratch folder."""

@@ -1,0 +1,101 @@
+"""Resource limits for one graded submission: time, memory, processes, file size, output.
+
+The limits are enforced in three layers, so that each works where the others cannot:
+
+* kernel rlimits, set in the sandbox just before the kernel starts (:func:`rlimit_prefix`):
+  ``RLIMIT_DATA`` (one process's heap: an allocation past it raises ``MemoryError`` in the
+  student's cell), ``RLIMIT_FSIZE`` (one file's size), ``RLIMIT_CORE`` = 0 (no core dumps) and, in
+  the sandbox only, ``RLIMIT_NPROC``. Linux counts that one per user and counts threads: inside
+  the sandbox's own user namespace it counts only the submission's tasks (so it is set to
+  :data:`TASKS_PER_PROCESS` times ``procs``); outside it would count every process of the grading
+  user, so it is not set there. Root is exempt from it either way;
+* a watchdog in the grader (:mod:`grader.execute.watchdog`) that sums the memory and counts the processes
+  of the submission's whole process tree, and measures its scratch folder, and kills the tree when
+  one is over its limit (this is what holds for a root grader and for memory spread over several
+  processes);
+* the executor's timeouts and its bounded output (:mod:`grader.execute.kernel`).
+
+``RLIMIT_AS`` is not used: it counts address space that is only reserved, and threaded libraries
+(onnxruntime, OpenMP) reserve a lot of it without using it.
+"""
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """Bytes from ``"4G"``, ``"512M"``, ``"100k"`` or a plain number of bytes (binary units)."""
+    if isinstance(text, int):
+        return text
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*", str(text).lower())
+    if not match:
+        raise ValueError(f"{text!r} is not a size: write a number of bytes or e.g. 512M, 4G")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def format_size(n: int) -> str:
+    """``4294967296`` -> ``4 GiB``, for messages students read."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} bytes"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may use. ``None`` time limits mean "the lab's declared limit"."""
+
+    notebook_timeout: int | None = None
+    """Seconds for the whole notebook (``--timeout``); default the lab's ``notebook_timeout``."""
+    cell_timeout: int | None = None
+    """Seconds for one cell (``--cell-timeout``); default the lab's ``cell_timeout``."""
+    memory: int = 4 << 30
+    """Bytes of memory for the whole submission: every process of the kernel's tree together."""
+    procs: int = 64
+    """Processes (and threads' worth of tasks, for a non-root grader) the submission may run at once."""
+    fsize: int = 1 << 30
+    """Largest file the submission may write, in bytes; also the size of its private ``/tmp``."""
+    disk: int = 4 << 30
+    """Bytes of files the submission may keep in its scratch folder (checked every 2 s)."""
+    output: int = 1 << 20
+    """Bytes of cell output kept per cell; more is dropped with a note (the run continues)."""
+    notebook_output: int = 16 << 20
+    """Bytes of output kept for the whole notebook."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line for the grader's log, e.g. ``timeout 900 s, cell 300 s, memory 4 GiB, ...``."""
+        times = ", ".join(f"{label} {value} s" if value else f"{label} the lab's"
+                          for label, value in (("timeout", self.notebook_timeout), ("cell", self.cell_timeout)))
+        return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
+                f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
+                f"output {format_size(self.output)} per cell")
+
+
+TASKS_PER_PROCESS = 8
+"""Threads allowed per process in ``RLIMIT_NPROC`` (a kernel runs several; onnxruntime one per core)."""
+
+_SET_LIMITS = """\
+import os, resource, sys
+for name, value in {limits!r}:
+    kind = getattr(resource, name)
+    hard = resource.getrlimit(kind)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+def rlimit_prefix(limits: Limits, python: str = sys.executable, *, sandboxed: bool = True) -> list[str]:
+    """A command prefix that sets the kernel's rlimits and then ``exec``\\ s the real command."""
+    values = [("RLIMIT_DATA", limits.memory), ("RLIMIT_FSIZE", limits.fsize), ("RLIMIT_CORE", 0)]
+    if sandboxed:
+        values.append(("RLIMIT_NPROC", max(limits.procs * TASKS_PER_PROCESS, 256)))
+    return [python, "-c", _SET_LIMITS.format(limits=tuple(values))]

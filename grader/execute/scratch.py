@@ -1,0 +1,140 @@
+"""One graded run of a notebook: a scratch copy, a fresh kernel, the hidden cases, the exports.
+
+Grading and reference regeneration both go through :func:`run_notebook`, so the references are
+produced by exactly the path that grades the students.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from grader import REPO
+from grader.execute.kernel import Execution, execute
+from grader.execute.limits import Limits
+from grader.judge.artifacts import read_files
+from util.answers import OUTPUT_DIR_ENV, read_answers
+from util.artifacts import FILES_DIR
+from util.contract import Lab
+from util.hidden import cell_source
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one run of a notebook produced."""
+
+    answers: dict[str, Any]
+    """Task id -> exported answer."""
+    cases: dict[str, dict[str, Any]]
+    """Task id -> case id -> record written by ``util.hidden.run_cases``."""
+    execution: Execution
+    """How the execution went."""
+    notebook: nbformat.NotebookNode
+    """The executed notebook, with outputs (for instructors to read)."""
+    files: dict[str, bytes | str] = field(default_factory=dict)
+    """Files the hidden cases saved for the grader's own checks (``grader.judge.artifacts.read_files``)."""
+    oversized: dict[str, int] = field(default_factory=dict)
+    """Task id (or ``hidden cases``) -> size in bytes of an export too large to read (not graded)."""
+
+
+MAX_EXPORT_BYTES = 16 << 20
+"""Largest exported answer (or hidden-case record file) the grader reads; no task needs 1 MiB."""
+
+
+def _distrust_exports(answers_dir: Path, cases_path: Path) -> dict[str, int]:
+    """Make the kernel's exports safe to read: drop links and odd files, set aside huge ones.
+
+    The student's code wrote these files, so a link could point at a file only the grader can
+    read (its references) and a huge file could exhaust its memory.
+    """
+    oversized: dict[str, int] = {}
+    if answers_dir.is_symlink():
+        answers_dir.unlink()
+    paths = [(p.stem, p) for p in answers_dir.glob("*.json")] if answers_dir.is_dir() else []
+    for name, path in paths + [("hidden cases", cases_path)]:
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink()
+        elif path.is_file() and path.stat().st_size > MAX_EXPORT_BYTES:
+            oversized[name] = path.stat().st_size
+            path.unlink()
+    return oversized
+
+
+def kernel_env(output_dir: Path) -> dict[str, str]:
+    """The graded kernel's environment: answers go to ``output_dir``; one thread; repo importable.
+
+    Plots use ipykernel's inline backend (headless), so ``executed.ipynb`` keeps the figures.
+    """
+    env = dict(os.environ)
+    env[OUTPUT_DIR_ENV] = str(output_dir)
+    env["PYTHONHASHSEED"] = "0"
+    env["OMP_NUM_THREADS"] = "1"
+    env["NETRON_PORT"] = "0"  # util.netron_view picks a free port: kernels graded side by side never clash
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def copy_support(lab: Lab, source_dir: Path | None, scratch: Path) -> None:
+    """Copy ``lab.support`` from ``source_dir`` into ``scratch``, without build products or links.
+
+    ``build/`` folders (a student's compiled objects) stay behind, so the grader always builds from
+    source. Links are copied as links, never followed, and a support path that is itself a link is
+    skipped: a submission cannot make the grader read a file outside it. A missing path is left
+    missing; the notebook's own error then says what is missing.
+    """
+    if source_dir is None:
+        return
+    skip = shutil.ignore_patterns("build", "__pycache__", ".ipynb_checkpoints")
+    for name in lab.support:
+        source = source_dir / name
+        if source.is_symlink() or not source.exists():
+            continue
+        if source.is_dir():
+            shutil.copytree(source, scratch / name, symlinks=True, ignore=skip)
+        else:
+            shutil.copy2(source, scratch / name)
+
+
+def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | None = None,
+                 notebook_timeout: int | None = None, limits: Limits | None = None,
+                 sandbox: bool | None = None, source_dir: Path | None = None) -> Run:
+    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases.
+
+    ``source_dir`` is the notebook's folder: the lab's support files (``Lab.support``, e.g. a C++
+    project) are copied from there into the scratch folder first (:func:`copy_support`).
+
+    Time limits: ``cell_timeout`` / ``notebook_timeout`` if given, else ``limits``', else the lab's.
+    ``limits`` also bounds memory, processes, file size and output; ``sandbox`` forces the
+    bubblewrap sandbox on or off (default: on where it works, see :mod:`grader.execute.sandbox`).
+    """
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    limits = limits or Limits()
+    limits = replace(limits, cell_timeout=cell_timeout or limits.cell_timeout or lab.cell_timeout,
+                     notebook_timeout=notebook_timeout or limits.notebook_timeout or lab.notebook_timeout)
+    scratch = Path(tempfile.mkdtemp(prefix=f"grade-{lab.name}-"))
+    try:
+        copy_support(lab, source_dir, scratch)
+        answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
+        execution = execute(
+            nb, scratch, kernel_env(answers_dir),
+            cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
+            extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
+            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+        oversized = _distrust_exports(answers_dir, cases_path)
+        try:
+            cases = json.loads(cases_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cases = {}
+        files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
+        return Run(read_answers(answers_dir), cases, execution, nb, files, oversized)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""Grading: one submission (``submission``), a whole class (``batch``, ``resume``), Gradescope."""

@@ -1,0 +1,88 @@
+"""Scoring: turning exported answers, hidden-case records and the execution into task results.
+
+A pure function of its inputs (no notebook is run here), so every status and message can be unit
+tested with small dictionaries.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from grader.execute.kernel import Execution
+from grader.judge.compare import compare, describe
+from grader.report.results import ANSWER, CheckResult, TaskResult
+from util.contract import Lab, Task
+
+
+def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:
+    """Status and message for an answer the notebook never exported."""
+    errors = [e for e in execution.errors if e.task == task.id]
+    if errors and errors[0].ename == "MemoryError":  # an allocation over the grader's memory limit
+        return "memory", errors[0].describe() + " (the cell ran out of memory: the grader limits each submission)"
+    if errors:
+        return "error", errors[0].describe()  # the first is the cause; later ones follow from it
+    if execution.status != "completed":
+        return execution.status, execution.message
+    return "missing", (f"no answer was exported: run the cell that calls submit({task.id!r}, ...) "
+                       "and make sure it does not raise")
+
+
+def _answer_check(task: Task, expected: Any, answers: Mapping[str, Any], execution: Execution) -> CheckResult:
+    if task.id not in answers:
+        status, message = _why_absent(task, execution)
+        return CheckResult(ANSWER, status, 0, task.points, message)
+    mismatches = compare(expected, answers[task.id], task.tolerance)
+    if not mismatches:
+        return CheckResult(ANSWER, "passed", task.points, task.points, "")
+    return CheckResult(ANSWER, "failed", 0, task.points, describe(mismatches, task.tolerance, reveal=True))
+
+
+def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, Any],
+                 execution: Execution, verdicts: Mapping[str, list[str]] | None = None) -> list[CheckResult]:
+    checks = []
+    for case in task.cases:
+        problems = (verdicts or {}).get(case.id)
+        record = records.get(case.id)
+        if record is None:
+            status = execution.status if execution.status != "completed" else "missing"
+            message = execution.message or "the grader's cases did not run (the notebook stopped before them)"
+            checks.append(CheckResult(case.id, status, 0, case.points, message, case.hidden))
+        elif record["status"] == "missing":
+            checks.append(CheckResult(case.id, "missing", 0, case.points, record["message"], case.hidden))
+        elif record["status"] == "error" and record["message"].startswith("MemoryError"):
+            checks.append(CheckResult(case.id, "memory", 0, case.points,
+                                      f"{task.function}() ran out of memory: {record['message']}", case.hidden))
+        elif record["status"] == "error":
+            checks.append(CheckResult(case.id, "error", 0, case.points,
+                                      f"{task.function}() raised {record['message']}", case.hidden))
+        elif problems:  # the grader's own check of the file this case saved (task.grader_check)
+            checks.append(CheckResult(case.id, "failed", 0, case.points, "; ".join(problems[:3]), case.hidden))
+        elif task.grader_check and problems is None:
+            checks.append(CheckResult(case.id, "missing", 0, case.points,
+                                      "the grader did not receive the model this case saved", case.hidden))
+        else:
+            mismatches = compare(expected[case.id], record.get("value"), task.tolerance, path="result")
+            if mismatches:
+                message = describe(mismatches, task.tolerance, reveal=not case.hidden)
+                checks.append(CheckResult(case.id, "failed", 0, case.points, message, case.hidden))
+            else:
+                checks.append(CheckResult(case.id, "passed", case.points, case.points, "", case.hidden))
+    return checks
+
+
+def score(lab: Lab, references: Mapping[str, Any], answers: Mapping[str, Any],
+          cases: Mapping[str, Mapping[str, Any]], execution: Execution,
+          verdicts: Mapping[str, Mapping[str, list[str]]] | None = None) -> tuple[TaskResult, ...]:
+    """One :class:`TaskResult` per declared task.
+
+    ``references`` is the lab's reference file (``answers`` and ``cases`` sections), ``answers``
+    what the notebook exported, ``cases`` the hidden-case records written in the kernel, and
+    ``verdicts`` (task id -> case id -> problems) what the grader's own checks of the saved files
+    found, for tasks with a ``grader_check`` (``grader.judge.artifacts.verdicts``).
+    """
+    results = []
+    for task in lab.tasks:
+        checks = [_answer_check(task, references["answers"][task.id], answers, execution)]
+        checks += _case_checks(task, references["cases"].get(task.id, {}), cases.get(task.id, {}), execution,
+                               (verdicts or {}).get(task.id))
+        results.append(TaskResult(task.id, task.title, tuple(checks)))
+    return tuple(results)

@@ -1,0 +1,1 @@
+"""Reporting grades: result dataclasses, per-student feedback, the gradebook and class statistics."""

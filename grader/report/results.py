@@ -1,0 +1,131 @@
+"""Result dataclasses: one per check, per task and per submission, serialised as JSON.
+
+``SubmissionResult.to_gradescope_dict()`` follows Gradescope's results.json schema (score,
+execution_time, tests[] with name, score, max_score, status, output, visibility); the course's
+finer status (passed, failed, error, timeout, memory, crash, missing) rides in ``extra_data``.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from util.contract import ANSWER  # noqa: F401  (re-exported: the check on a task's exported answer)
+
+STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")
+"""Every status a check can have. Only ``passed`` earns points."""
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One graded check: the answer a task exported, or one case the grader ran."""
+
+    name: str
+    """``answer`` or the case id, e.g. ``resnet18@1x3x224x224``."""
+    status: str
+    """One of :data:`STATUSES`."""
+    score: float
+    """Points earned: ``max_score`` when passed, else 0."""
+    max_score: float
+    """Points the check is worth."""
+    message: str
+    """What was expected, what was found, what to do; hidden checks never show the expected value."""
+    hidden: bool = False
+    """Whether the check ran on an input the notebook never shows."""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """All checks of one task."""
+
+    task_id: str
+    """e.g. ``1.4``."""
+    title: str
+    """The task's declared title."""
+    checks: tuple[CheckResult, ...]
+    """The exported answer first, then each case in declaration order."""
+
+    @property
+    def score(self) -> float:
+        return sum(c.score for c in self.checks)
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_score for c in self.checks)
+
+    @property
+    def status(self) -> str:
+        """``passed`` when every check passed, else the status of the first check that did not."""
+        return next((c.status for c in self.checks if c.status != "passed"), "passed")
+
+    def output(self) -> str:
+        """Feedback text: one line per check."""
+        lines = []
+        for c in self.checks:
+            label = f"{c.name} (hidden)" if c.hidden else c.name
+            lines.append(f"[{c.status}] {label}: {c.score:g}/{c.max_score:g}" + (f" - {c.message}" if c.message else ""))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """The grade of one submitted notebook."""
+
+    submission: str
+    """Path of the notebook as given on the command line."""
+    lab: str
+    """Lab name (``labN``)."""
+    tasks: tuple[TaskResult, ...]
+    """One result per declared task, in order."""
+    execution_time: float
+    """Seconds spent executing the notebook and its hidden cases."""
+    execution_status: str
+    """``completed``, ``timeout``, ``memory`` or ``crash``."""
+    notes: tuple[str, ...] = field(default=())
+    """Things the student should know that belong to no single task (cells that raised, timeouts)."""
+
+    @property
+    def score(self) -> float:
+        return sum(t.score for t in self.tasks)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_score for t in self.tasks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything, for the course's own tools."""
+        data = asdict(self)
+        data["score"], data["max_score"] = self.score, self.max_score
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SubmissionResult":
+        """The inverse of :meth:`to_dict` (derived ``score`` / ``max_score`` are recomputed)."""
+        tasks = tuple(TaskResult(t["task_id"], t["title"], tuple(CheckResult(**c) for c in t["checks"]))
+                      for t in data["tasks"])
+        return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
+                   tuple(data.get("notes", ())))
+
+    def to_gradescope_dict(self) -> dict[str, Any]:
+        """Gradescope's results.json schema."""
+        return {
+            "score": self.score,
+            "execution_time": round(self.execution_time, 2),
+            "output": "\n".join(self.notes),
+            "tests": [
+                {
+                    "name": f"Task {t.task_id}: {t.title}",
+                    "number": t.task_id,
+                    "score": t.score,
+                    "max_score": t.max_score,
+                    "status": "passed" if t.status == "passed" else "failed",
+                    "output": t.output(),
+                    "visibility": "visible",
+                    "extra_data": {"status": t.status},
+                }
+                for t in self.tasks
+            ],
+        }

@@ -1,0 +1,1 @@
+"""A tiny lab for grader tests (see ``tests/tinylab.py``), found through ``$COURSE_LAB_DIRS``."""

@@ -1,0 +1,111 @@
+"""The course's labs, one folder each: this registry finds them; nothing outside a lab folder names a lab.
+
+A lab is a package ``util/labs/labN/`` holding everything that belongs to it alone:
+
+* ``tasks.py``: ``LAB``, the one declaration of its tasks (:class:`util.contract.Lab`);
+* ``public_checks.py``: what ``check("N.M")`` tests (:class:`util.contract.Check`);
+* ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any;
+* ``mistakes.py``: ``MISTAKES``, its example submissions (:class:`util.contract.Mistake`);
+* helpers only it uses.
+
+Adding ``util/labs/labN/`` (and ``solutions/labN_*.ipynb``) is all it takes for the course, the
+grader and the tests to pick a lab up. ``$COURSE_LAB_DIRS`` (folders separated by ``os.pathsep``)
+adds folders holding more ``labN/`` packages, imported as top-level packages: tests use it to grade
+small labs of their own, in worker processes and sandboxed kernels too.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from util.contract import Lab, Task
+
+HERE = Path(__file__).resolve().parent
+LAB_DIRS_ENV = "COURSE_LAB_DIRS"
+"""Extra folders of lab packages (for tests), separated by ``os.pathsep``."""
+KERNEL_HIDDEN = ("mistakes.py",)
+"""Files of a lab folder that graded kernels never see (the mistakes quote the solution)."""
+_NAME = re.compile(r"lab(\d+)")
+
+
+def extra_dirs() -> list[Path]:
+    """The folders named by ``$COURSE_LAB_DIRS`` that exist."""
+    return [Path(p).resolve() for p in os.environ.get(LAB_DIRS_ENV, "").split(os.pathsep) if p and Path(p).is_dir()]
+
+
+def _packages() -> dict[str, str]:
+    """Lab name -> importable package name, in course order (by number)."""
+    found: dict[str, str] = {}
+    for root in [HERE, *extra_dirs()]:
+        if root != HERE and str(root) not in sys.path:
+            sys.path.append(str(root))
+        for sub in sorted(root.iterdir()):
+            if _NAME.fullmatch(sub.name) and (sub / "tasks.py").is_file():
+                if sub.name in found:
+                    raise ValueError(f"two labs are called {sub.name}: {found[sub.name]} and {sub}")
+                found[sub.name] = f"util.labs.{sub.name}" if root == HERE else sub.name
+    return dict(sorted(found.items(), key=lambda item: int(_NAME.fullmatch(item[0]).group(1))))
+
+
+PACKAGES: dict[str, str] = _packages()
+"""Lab name -> the package that holds it (``util.labs.labN``)."""
+LABS: dict[str, Lab] = {name: importlib.import_module(f"{package}.tasks").LAB for name, package in PACKAGES.items()}
+"""Every lab by name, in course order."""
+for _name, _lab in LABS.items():
+    if _lab.name != _name:
+        raise ValueError(f"{PACKAGES[_name]}.tasks declares a lab called {_lab.name!r}; its folder says {_name!r}")
+
+
+def get_lab(name: str) -> Lab:
+    """The lab called ``name`` (``"labN"``), or a ``KeyError`` listing the labs there are."""
+    try:
+        return LABS[name]
+    except KeyError:
+        raise KeyError(f"no lab {name!r}; the labs are {', '.join(LABS)}") from None
+
+
+def find_task(task_id: str) -> tuple[Lab, Task]:
+    """The lab and task for an id such as ``"N.M"``."""
+    for lab in LABS.values():
+        for task in lab.tasks:
+            if task.id == task_id:
+                return lab, task
+    known = ", ".join(t.id for lab in LABS.values() for t in lab.tasks)
+    raise KeyError(f"there is no task {task_id!r}; the tasks are {known}")
+
+
+def folder(lab: Lab) -> Path:
+    """The folder of ``lab``'s package."""
+    return Path(importlib.import_module(PACKAGES[lab.name]).__file__).resolve().parent
+
+
+def part(lab: Lab, name: str) -> ModuleType | None:
+    """The module ``name`` of ``lab``'s folder (``part(lab, "mistakes")``), or ``None`` if it has none."""
+    package = PACKAGES[lab.name]
+    try:
+        return importlib.import_module(f"{package}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.{name}":
+            raise
+        return None
+
+
+def source_files(lab: Lab) -> list[Path]:
+    """Every source file whose change can change ``lab``'s references: its folder and its shared modules."""
+    root = folder(lab)
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+                   and p.name not in KERNEL_HIDDEN)
+    repo = HERE.parent.parent
+    for module in lab.modules:
+        path = repo / module
+        files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts) if path.is_dir() else [path]
+    return list(dict.fromkeys(files))
+
+
+def kernel_hidden_files() -> list[Path]:
+    """Files inside the lab folders that a graded kernel must not see (see :data:`KERNEL_HIDDEN`)."""
+    return [folder(lab) / name for lab in LABS.values() for name in KERNEL_HIDDEN if (folder(lab) / name).is_file()]

@@ -1,0 +1,112 @@
+"""Lab 1, PyTorch model analysis (GoogLeNet): the one declaration of its tasks.
+
+The notebook exports one answer per task with ``util.submit``; the grader also calls the student's
+functions on the hidden cases below (other torchvision models, other input shapes, frozen layers,
+mixed dtypes), so a hard-coded number cannot pass.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab1.public_checks import CHECKS
+
+STATS = Tolerance(rtol=1e-3, atol=1e-9)
+"""Activation statistics are float sums: kernels differ by instruction set, so compare in a band.
+
+The band is relative: GoogLeNet's deep activations are of order 1e-5 (small init, eval-mode
+BatchNorm), so an absolute tolerance above ~1e-9 would accept any value there."""
+
+
+def _model(spec: Mapping[str, Any]):
+    # imported here so that ``util.labs`` (imported by the grader and every ``submit``) does not load torch
+    from util.models import build_model
+
+    model = build_model(spec["model"])
+    for name, param in model.named_parameters():
+        if any(name == p or name.startswith(p + ".") for p in spec.get("freeze", ())):
+            param.requires_grad_(False)
+    for prefix in spec.get("half", ()):
+        model.get_submodule(prefix).half()
+    return model
+
+
+def _call_model(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return fn(_model(spec))
+
+
+def _call_model_shape(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return fn(_model(spec), tuple(spec["input_shape"]))
+
+
+def _call_model_input(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.models import example_input
+
+    return fn(_model(spec), example_input(spec["input_shape"]))
+
+
+LAB = Lab(
+    name="lab1",
+    title="PyTorch model analysis",
+    notebook="lab1_pytorch_analysis.ipynb",
+    modules=("util/models.py",),
+    tasks=(
+        Task(
+            id="1.1", title="Parameters", points=6,
+            answer="a dict {'total': int, 'trainable': int, 'non_trainable': int}",
+            keys=("total", "trainable", "non_trainable"),
+            function="count_parameters", run_case=_call_model,
+            cases=(
+                Case("resnet18 with layer1 frozen", {"model": "resnet18", "freeze": ["conv1", "bn1", "layer1"]}, 2),
+                Case("mobilenet_v2", {"model": "mobilenet_v2"}, 2),
+            ),
+            checks=CHECKS["1.1"],
+        ),
+        Task(
+            id="1.2", title="Weight memory", points=6,
+            answer="a dict of weight bytes per dtype {'float32': int, 'float16': int, 'bfloat16': int}",
+            keys=("float32", "float16", "bfloat16"),
+            function="weight_bytes", run_case=_call_model,
+            cases=(
+                Case("resnet18 float32", {"model": "resnet18"}, 2),
+                Case("tiny_grouped with a float16 stem", {"model": "tiny_grouped", "half": ["stem", "bn"]}, 2),
+            ),
+            checks=CHECKS["1.2"],
+        ),
+        Task(
+            id="1.3", title="Layer summary (torchinfo)", points=9,
+            answer="a list of rows {'name', 'type', 'output_shape', 'params'}, one per leaf layer run",
+            function="layer_table", run_case=_call_model_shape,
+            cases=(
+                Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 3),
+                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 3),
+            ),
+            checks=CHECKS["1.3"],
+        ),
+        Task(
+            id="1.4", title="MACs", points=16,
+            answer="a dict {'ptflops': {...}, 'own': {...}, 'tools': {...}}",
+            keys=("ptflops", "own", "tools"),
+            function="count_macs", run_case=_call_model_shape,
+            cases=(
+                Case("resnet18@1x3x224x224", {"model": "resnet18", "input_shape": [1, 3, 224, 224]}, 6),
+                Case("mobilenet_v3_small@1x3x160x160",
+                     {"model": "mobilenet_v3_small", "input_shape": [1, 3, 160, 160]}, 6),
+                Case("squeezenet1_1@1x3x128x128", {"model": "squeezenet1_1", "input_shape": [1, 3, 128, 128]}, 6),
+                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
+            ),
+            checks=CHECKS["1.4"],
+        ),
+        Task(
+            id="1.5", title="Conv activations (forward hooks)", points=13,
+            answer="a dict {'layers': [rows {'name','shape','mean','std','min','max','bytes'}], 'total_bytes': int}",
+            keys=("layers", "total_bytes"), tolerance=STATS,
+            function="conv_activation_summary", run_case=_call_model_input,
+            cases=(
+                Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 6),
+                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
+            ),
+            checks=CHECKS["1.5"],
+        ),
+    ),
+)

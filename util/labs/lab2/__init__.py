@@ -1,0 +1,1 @@
+"""Lab 2: everything that belongs to it alone (see ``util/labs/__init__.py``)."""

@@ -1,0 +1,137 @@
+"""Lab 2, ONNX model analysis (MobileNetV2 exported to ONNX): the one declaration of its tasks.
+
+The notebook exports one answer per task with ``util.submit``; the grader also calls the student's
+functions on graphs the notebook never shows: an exported ResNet-18 (residual adds, MaxPool, ReLU)
+and ``tiny_shape_graph()`` (int64 shape tensors, Constant nodes, an omitted optional input, a
+string attribute, a graph output that is also consumed), so a hard-coded number cannot pass.
+
+Tasks 2.3 and 2.4 receive the reference sizes ``tensor_bytes(model)``, so a size slip in task 2.2
+is not charged again there. Exports are cached in ``build/onnx/``: the whole hidden set takes about
+0.2 s with a warm cache; a cold one adds a ResNet-18 export (about 1.5 s, torch already loaded).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab2.public_checks import CHECKS
+
+ATTRIBUTES = Tolerance(rtol=1e-6)
+"""Float attributes are stored as float32: ``1e-5`` read back directly or rounded both pass."""
+
+TINY = "tiny_shape_graph"
+RESNET18 = {"model": "resnet18", "input_shape": [1, 3, 224, 224]}
+RESNET18_NODES = ["/conv1/Conv", "/bn1/BatchNormalization", "/maxpool/MaxPool",
+                  "/layer1/layer1.0/Add", "/layer2/layer2.0/downsample/downsample.0/Conv",
+                  "/Flatten", "/fc/Gemm"]
+TINY_NODES = ["const_pads", "pad", "shape", "const_lead_axes", "gather", "const_minus_one", "concat",
+              "reshape", "matmul", "const_six", "clip", "add", "leaky_relu"]
+
+
+def _onnx(spec: Mapping[str, Any]):
+    # imported here so that ``util.labs`` (imported by every ``submit``) does not load onnx
+    from util.onnx_models import export_torchvision, load_onnx, tiny_shape_graph
+
+    if spec["model"] == TINY:
+        return tiny_shape_graph()
+    return load_onnx(export_torchvision(spec["model"], input_shape=spec["input_shape"]))
+
+
+def _call_model(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return fn(_onnx(spec))
+
+
+def _call_nodes(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    model = _onnx(spec)
+    by_name = {node.name: node for node in model.graph.node}
+    return {name: fn(model, by_name[name]) for name in spec["nodes"]}
+
+
+def _call_sizes(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.onnx_models import tensor_bytes
+
+    model = _onnx(spec)
+    return fn(model, tensor_bytes(model))
+
+
+def _call_series(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import matplotlib.pyplot as plt
+    try:
+        return fn(list(spec["labels"]), list(spec["values"]), spec["title"])
+    finally:
+        plt.close("all")
+
+
+def prepare() -> None:
+    """Fill the ONNX export cache with the notebook's MobileNetV2 and the hidden ResNet-18."""
+    from util.onnx_models import export_torchvision
+
+    export_torchvision("mobilenet_v2")
+    export_torchvision(RESNET18["model"], input_shape=RESNET18["input_shape"])
+
+
+LAB = Lab(
+    name="lab2",
+    prepare="util.labs.lab2.tasks:prepare",
+    title="ONNX model analysis",
+    notebook="lab2_onnx_analysis.ipynb",
+    modules=("util/onnx_models.py", "util/models.py"),
+    tasks=(
+        Task(
+            id="2.1", title="Operator counts", points=4,
+            answer="a dict {op_type: number of nodes}, e.g. {'Add': 10, 'BatchNormalization': 52, ...}",
+            function="operator_counts", run_case=_call_model,
+            cases=(
+                Case("resnet18", RESNET18, 3),
+                Case(TINY, {"model": TINY}, 3),
+            ),
+            checks=CHECKS["2.1"],
+        ),
+        Task(
+            id="2.2", title="Node inspector", points=10,
+            answer="a dict {node name: {'name', 'op_type', 'inputs', 'outputs', 'attributes'}}",
+            tolerance=ATTRIBUTES,
+            function="inspect_node", run_case=_call_nodes,
+            cases=(
+                Case("resnet18 nodes", {**RESNET18, "nodes": RESNET18_NODES}, 10),
+                Case("tiny_shape_graph nodes", {"model": TINY, "nodes": TINY_NODES}, 10),
+            ),
+            checks=CHECKS["2.2"],
+        ),
+        Task(
+            id="2.3", title="Memory bandwidth per node", points=9,
+            answer="a dict {'per_node': [rows {'node','op_type','read','written'}], 'peak_node': str, "
+                   "'peak_bytes': int, 'written_bytes': int, 'total_bytes': int}",
+            keys=("per_node", "peak_node", "peak_bytes", "written_bytes", "total_bytes"),
+            function="bandwidth_report", run_case=_call_sizes,
+            cases=(
+                Case("resnet18", RESNET18, 8),
+                Case(TINY, {"model": TINY}, 8),
+            ),
+            checks=CHECKS["2.3"],
+        ),
+        Task(
+            id="2.4", title="Peak live activation memory", points=10,
+            answer="a dict {'per_node': [rows {'node','live_bytes'}], 'peak_node': str, 'peak_bytes': int}",
+            keys=("per_node", "peak_node", "peak_bytes"),
+            function="live_memory", run_case=_call_sizes,
+            cases=(
+                Case("resnet18", RESNET18, 10),
+                Case(TINY, {"model": TINY}, 10),
+            ),
+            checks=CHECKS["2.4"],
+        ),
+        Task(
+            id="2.5", title="Schedule plot", points=1,
+            answer="a dict {'points': int, 'peak_index': int, 'peak_label': str, 'peak_value': int}",
+            keys=("points", "peak_index", "peak_label", "peak_value"),
+            function="plot_schedule", run_case=_call_series,
+            cases=(
+                Case("series with a tie", {"labels": ["a", "b", "c", "d", "e"], "values": [3, 9, 2, 9, 0],
+                                           "title": "tie: the first maximum is the peak"}, 2),
+                Case("one node", {"labels": ["only"], "values": [1048576], "title": "a single step"}, 2),
+            ),
+            checks=CHECKS["2.5"],
+        ),
+    ),
+)

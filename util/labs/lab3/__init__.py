@@ -1,0 +1,1 @@
+"""Lab 3: everything that belongs to it alone (see ``util/labs/__init__.py``)."""

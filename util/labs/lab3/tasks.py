@@ -1,0 +1,189 @@
+"""Lab 3, ONNX GEMM tiling (AlexNet): the one declaration of its tasks.
+
+An accelerator multiplies at most ``m_max x k_max x n_max`` matrices; students rewrite Gemms into
+subgraphs whose MatMuls all fit. Tasks 3.1, 3.2, 3.3 and 3.6 return ONNX models, which JSON cannot
+hold: their hidden cases save each model with ``util.artifacts.save_model`` and the *grader* judges
+the file in its own process (``grader_check``, see ``judge.py``): structure (no Gemm
+left, every MatMul within the bounds per batch slice, allowed operators only, checker and shape
+inference pass, IR version onnxruntime loads) and numbers (onnxruntime on random inputs the grader
+draws, against float64 numpy or the untiled model).
+
+Tolerance of those numbers: ``rtol = atol = 1e-4``. Tiling changes the order in which float32
+products are summed (per tile, then across tiles), so results differ from the untiled Gemm in the
+last bits: about 1e-6 here, 1e-8 on AlexNet's small outputs. A dropped or misplaced tile is off by
+the size of the values themselves (0.1 to 10).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab3.public_checks import CHECKS as PUBLIC
+
+NUMBERS = Tolerance(rtol=1e-4, atol=1e-4)
+"""Outputs of a rewritten model against the reference (float32 summation order differs)."""
+REPORT = Tolerance(rtol=1e-2)
+"""``max_abs_diff`` of task 3.4: the differences there are planted, far above float32 noise."""
+CHECKS = "util.labs.lab3.judge"
+LAB_NAME = "lab3"
+EFFICIENT_NODES_PER_GEMM = 16
+"""Task 3.6: at most this many nodes may replace one Gemm (the naive layout needs thousands)."""
+
+
+def _gemm(**spec: Any) -> dict[str, Any]:
+    return {"trans_a": False, "trans_b": False, "alpha": 1.0, "beta": 1.0, **spec}
+
+
+def _call_gemm(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_model
+
+    model = fn(spec["M"], spec["K"], spec["N"], trans_a=spec["trans_a"], trans_b=spec["trans_b"],
+               alpha=spec["alpha"], beta=spec["beta"])
+    return save_model(model, spec, LAB_NAME, fn.__name__)
+
+
+def _call_tiled(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_model
+
+    model = fn(spec["M"], spec["K"], spec["N"], tuple(spec["bounds"]), trans_a=spec["trans_a"],
+               trans_b=spec["trans_b"], alpha=spec["alpha"], beta=spec["beta"])
+    return save_model(model, spec, LAB_NAME, fn.__name__)
+
+
+def _original(spec: Mapping[str, Any]):
+    # imported here so that ``util.labs`` (imported by every ``submit``) does not load onnx
+    from util.labs.lab3.graphs import gemm_chain_graph
+    from util.onnx_models import export_torchvision
+
+    return gemm_chain_graph() if spec["model"] == "gemm_chain" else export_torchvision(spec["model"])
+
+
+def _call_model(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_model
+
+    return save_model(fn(_original(spec), tuple(spec["bounds"])), spec, LAB_NAME, fn.__name__)
+
+
+def _call_equivalence(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import numpy as np
+
+    from util.labs.lab3.graphs import gemm_chain_graph, perturbed
+
+    original = gemm_chain_graph()
+    rewritten = perturbed(original, spec["initializer"], spec["delta"], spec.get("index"))
+    feeds = {"x": np.random.default_rng(spec["seed"]).standard_normal((5, 37)).astype(np.float32)}
+    return fn(original, rewritten, feeds, rtol=spec["rtol"], atol=spec["atol"])
+
+
+def _call_netron(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import onnx
+
+    from util.answers import output_dir
+    from util.netron_view import stop
+    from util.onnx_models import tiny_shape_graph
+
+    try:
+        url = fn(tiny_shape_graph(), spec["file"])
+    finally:
+        stop()
+    path = output_dir(LAB_NAME) / spec["file"]
+    saved = onnx.load(str(path)) if path.is_file() else None
+    return {"saved_nodes": len(saved.graph.node) if saved else None,
+            "serving": isinstance(url, str) and url.startswith("http://")}
+
+
+
+def prepare() -> None:
+    """Fill the ONNX export cache with AlexNet (the notebook's model and a hidden case's)."""
+    from util.onnx_models import export_torchvision
+
+    export_torchvision("alexnet")
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    prepare="util.labs.lab3.tasks:prepare",
+    title="ONNX GEMM tiling",
+    notebook="lab3_gemm_tiling.ipynb",
+    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    tasks=(
+        Task(
+            id="3.1", title="A single Gemm", points=2,
+            answer="summarize(gemm_model(32, 64, 128, trans_b=True, alpha=0.5)): the dict summarize returns",
+            tolerance=NUMBERS, function="gemm_model", run_case=_call_gemm, grader_check=f"{CHECKS}:check_gemm",
+            checks=PUBLIC["3.1"],
+            cases=(
+                Case("7x5x3", _gemm(M=7, K=5, N=3), 2),
+                Case("20x9x6 transA alpha", _gemm(M=20, K=9, N=6, trans_a=True, alpha=0.75), 2),
+                Case("4x33x12 transB beta", _gemm(M=4, K=33, N=12, trans_b=True, beta=-1.5), 2),
+                Case("16x8x24 both transposed", _gemm(M=16, K=8, N=24, trans_a=True, trans_b=True,
+                                                      alpha=2.0, beta=0.5), 2),
+            ),
+        ),
+        Task(
+            id="3.2", title="Tiled Gemm subgraph", points=4,
+            answer="summarize(tiled_gemm_model(32, 64, 128, (16, 32, 32))): the dict summarize returns",
+            tolerance=NUMBERS, function="tiled_gemm_model", run_case=_call_tiled,
+            grader_check=f"{CHECKS}:check_tiled",
+            checks=PUBLIC["3.2"],
+            cases=(
+                Case("128x64x192 divisible", _gemm(M=128, K=64, N=192, bounds=[64, 64, 64]), 6),
+                Case("100x70x130 partial tiles", _gemm(M=100, K=70, N=130, bounds=[64, 64, 64]), 6),
+                Case("33x65x17 transA, bounds 16x32x8",
+                     _gemm(M=33, K=65, N=17, bounds=[16, 32, 8], trans_a=True), 6),
+                Case("50x40x30 transB alpha beta, bounds 32x16x8",
+                     _gemm(M=50, K=40, N=30, bounds=[32, 16, 8], trans_b=True, alpha=0.5, beta=2.0), 6),
+                Case("45x77x29 both transposed, bounds 8x24x16",
+                     _gemm(M=45, K=77, N=29, bounds=[8, 24, 16], trans_a=True, trans_b=True, alpha=-1.0,
+                           beta=0.0), 6),
+                Case("3x5x7 smaller than the bounds", _gemm(M=3, K=5, N=7, bounds=[64, 64, 64]), 6),
+            ),
+        ),
+        Task(
+            id="3.3", title="Every Gemm of AlexNet tiled", points=4,
+            answer="summarize(replace_gemms(alexnet, (64, 64, 64)))",
+            tolerance=NUMBERS, function="replace_gemms", run_case=_call_model, grader_check=f"{CHECKS}:check_model",
+            checks=PUBLIC["3.3"],
+            cases=(
+                Case("gemm_chain, bounds 64x64x64", {"model": "gemm_chain", "bounds": [64, 64, 64]}, 4),
+                Case("gemm_chain, bounds 4x8x16", {"model": "gemm_chain", "bounds": [4, 8, 16]}, 6),
+                Case("alexnet, bounds 64x64x64", {"model": "alexnet", "bounds": [64, 64, 64]}, 6),
+            ),
+        ),
+        Task(
+            id="3.4", title="Equivalence with onnxruntime", points=2,
+            answer="a dict {'max_abs_diff': float, 'agree': bool} from equivalence_report",
+            keys=("max_abs_diff", "agree"), tolerance=REPORT,
+            function="equivalence_report", run_case=_call_equivalence,
+            checks=PUBLIC["3.4"],
+            cases=(
+                Case("one bias element +0.5", {"initializer": "b3", "delta": 0.5, "index": 4, "seed": 11,
+                                               "rtol": 1e-4, "atol": 1e-4}, 4),
+                Case("every bias +2e-4 within atol", {"initializer": "b1", "delta": 2e-4, "seed": 12,
+                                                      "rtol": 1e-4, "atol": 1e-3}, 4),
+            ),
+        ),
+        Task(
+            id="3.5", title="Netron", points=2,
+            answer="a dict {'file': str, 'saved_nodes': int, 'serving': bool}",
+            keys=("file", "saved_nodes", "serving"),
+            function="show_in_netron", run_case=_call_netron,
+            checks=PUBLIC["3.5"],
+            cases=(Case("tiny_shape_graph", {"file": "hidden_tiny.onnx"}, 3),),
+        ),
+        Task(
+            id="3.6", title="Efficient tiled layout", points=3,
+            answer="a dict {'gemms': int, 'within_bounds': bool, 'nodes_per_gemm_at_most_16': bool}",
+            keys=("gemms", "within_bounds", "nodes_per_gemm_at_most_16"),
+            tolerance=NUMBERS, function="replace_gemms_batched", run_case=_call_model,
+            grader_check=f"{CHECKS}:check_model",
+            checks=PUBLIC["3.6"],
+            cases=(
+                Case("gemm_chain, bounds 4x8x16", {"model": "gemm_chain", "bounds": [4, 8, 16],
+                                                   "max_nodes_per_gemm": EFFICIENT_NODES_PER_GEMM}, 6),
+                Case("alexnet, bounds 64x64x64", {"model": "alexnet", "bounds": [64, 64, 64],
+                                                  "max_nodes_per_gemm": EFFICIENT_NODES_PER_GEMM}, 6),
+            ),
+        ),
+    ),
+)

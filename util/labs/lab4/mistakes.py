@@ -1,0 +1,49 @@
+"""Lab 4 example submissions: the solution with one realistic mistake each (see ``__init__``).
+
+Lab 4 is a folder lab, so each example is a folder ``grader/examples/lab4/<name>/`` with the
+notebook and its ``cpp/`` project; these mistakes are all in ``cpp/analysis.cpp``. GoogLeNet has no
+grouped convolution, so counting with the input's channels passes the notebook's own task and
+fails only on the hidden MobileNetV2 and ``tiny_addmm``.
+"""
+from util.contract import ANSWER, Mistake
+
+RESNET18, MOBILENET_V2, TINY = "resnet18@1x3x128x128", "mobilenet_v2@1x3x160x160", "tiny_addmm@2x4x16x16"
+
+MISTAKES = (
+    Mistake(
+        name="top_level_only",
+        description="Counts the outputs of the model's top-level modules only (the earlier analyzer's bug): "
+                    "a container's output stands in for all of its leaves.",
+        replacements=((
+            "collect_leaves(root, leaves);",
+            "for (const ModuleCall& child : root.children) leaves.push_back(&child);  // top-level modules",
+        ),),
+        expected_failures={"4.2": (ANSWER, RESNET18, MOBILENET_V2, TINY)},
+    ),
+    Mistake(
+        name="buffers_counted_as_weights",
+        description="Adds the buffers (BatchNorm's running statistics) to the weights because they are "
+                    "saved in the file too.",
+        replacements=((
+            "    report.bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());\n  }\n",
+            "    report.bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());\n  }\n"
+            "  for (const auto& buffer : model.named_buffers(/*recurse=*/true)) {  // saved in the file too\n"
+            "    report.tensors += 1;\n"
+            "    report.parameters += buffer.value.numel();\n"
+            "    report.bytes += buffer.value.numel() * static_cast<int64_t>(buffer.value.element_size());\n"
+            "  }\n",
+        ),),
+        expected_failures={"4.1": (ANSWER, RESNET18, MOBILENET_V2, TINY)},
+    ),
+    Mistake(
+        name="grouped_conv_ignored",
+        description="Takes C_in from the convolution's input instead of the weight, so a grouped or "
+                    "depthwise convolution is counted as if every output read every input channel.",
+        replacements=((
+            "return node.output().toTensor().numel() * (weight.numel() / weight.size(0));",
+            "return node.output().toTensor().numel() * node.arg(\"input\").toTensor().size(1) * weight.size(2) *\n"
+            "           weight.size(3);",
+        ),),
+        expected_failures={"4.3": (MOBILENET_V2, TINY)},
+    ),
+)

@@ -1,0 +1,111 @@
+"""Lab 4, libtorch C++ model analysis (GoogLeNet as TorchScript): the one declaration of its tasks.
+
+A submission is a folder: the notebook and its ``cpp/`` project (``support``), copied together into
+the grader's scratch folder, where the notebook builds the C++ (so the compiler runs in the sandbox).
+Task 4.0 is Python (the TorchScript export); tasks 4.1-4.3 are the student's C++, which the grader
+also runs on models the notebook never shows (ResNet-18, MobileNetV2 with depthwise convolutions,
+and ``tiny_addmm``: grouped and dilated convolutions, a functional ``torch.addmm``, a module called
+twice), exported by the course's own ``util.labs.lab4.torchscript.export`` so that a slip in 4.0 is not
+charged again. A C++ build error fails every check of 4.1-4.3 with the compiler's message; 4.0 keeps
+its points.
+"""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task
+from util.labs.lab4.public_checks import CHECKS
+
+RESNET18 = {"model": "resnet18", "input_shape": [1, 3, 128, 128]}
+MOBILENET_V2 = {"model": "mobilenet_v2", "input_shape": [1, 3, 160, 160]}
+TINY = {"model": "tiny_addmm", "input_shape": [2, 4, 16, 16]}
+CPP = ("lab4_libtorch/cpp/CMakeLists.txt", "lab4_libtorch/cpp/scaffold.h", "lab4_libtorch/cpp/scaffold.cpp",
+       "lab4_libtorch/cpp/analysis.cpp")
+
+
+def _call_export(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """Call the student's ``export_torchscript(model, input_shape, path)``; judge the file it saved."""
+    from util.labs.lab4.torchscript import build, describe
+
+    shape = tuple(spec["input_shape"])
+    with tempfile.TemporaryDirectory(prefix="lab4-export-") as folder:
+        path = Path(folder) / f"{spec['model']}.pt"
+        fn(build(spec["model"]), shape, str(path))
+        if not path.exists():
+            raise FileNotFoundError(f"export_torchscript(model, {shape}, path) saved nothing at path")
+        return describe(path, build(spec["model"]), shape)
+
+
+def _analyze(part: str) -> Callable[[Callable, Mapping[str, Any]], Any]:
+    """``run_case`` for a C++ task: the notebook's ``analyzer`` on the course's export of the model."""
+    def run_case(analyzer: Callable, spec: Mapping[str, Any]) -> Any:
+        from util.labs.lab4.torchscript import export
+
+        return analyzer(export(spec["model"], spec["input_shape"]), spec["input_shape"], part)
+    return run_case
+
+
+def _cpp_cases(points: float) -> tuple[Case, ...]:
+    return tuple(Case(f"{spec['model']}@{'x'.join(map(str, spec['input_shape']))}", spec, points)
+                 for spec in (RESNET18, MOBILENET_V2, TINY))
+
+
+
+def prepare() -> None:
+    """Fill the TorchScript export cache with the notebook's GoogLeNet and the hidden models."""
+    from util.labs.lab4.torchscript import export
+
+    export("googlenet", (1, 3, 224, 224))
+    for spec in (RESNET18, MOBILENET_V2, TINY):
+        export(spec["model"], spec["input_shape"])
+
+
+LAB = Lab(
+    name="lab4",
+    prepare="util.labs.lab4.tasks:prepare",
+    title="libtorch C++ model analysis",
+    notebook="lab4_libtorch/lab4_libtorch.ipynb",
+    support=("cpp",),
+    cell_timeout=300,
+    notebook_timeout=600,
+    modules=("util/models.py", *(f"solutions/{path}" for path in CPP)),
+    tasks=(
+        Task(
+            id="4.0", title="TorchScript export", points=6,
+            answer="a dict {'parameters', 'leaf_modules', 'output_shape', 'matches_eager'} "
+                   "(util.labs.lab4.torchscript.describe of the file you saved)",
+            keys=("parameters", "leaf_modules", "output_shape", "matches_eager"),
+            function="export_torchscript", run_case=_call_export,
+            cases=(
+                Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 2),
+                Case("tiny_addmm@2x4x16x16", TINY, 2),
+            ),
+            checks=CHECKS["4.0"],
+        ),
+        Task(
+            id="4.1", title="Weight memory (C++)", points=6,
+            answer="the analyzer's 'weights' JSON: {'tensors': int, 'parameters': int, 'bytes': int}",
+            keys=("tensors", "parameters", "bytes"),
+            function="analyzer", run_case=_analyze("weights"), cases=_cpp_cases(3),
+            checks=CHECKS["4.1"],
+        ),
+        Task(
+            id="4.2", title="Activation memory (C++)", points=11,
+            answer="the analyzer's 'activations' JSON: {'layers': [rows {'name','type','shape','element_size',"
+                   "'bytes'}], 'total_bytes': int}",
+            keys=("layers", "total_bytes"),
+            function="analyzer", run_case=_analyze("activations"), cases=_cpp_cases(8),
+            checks=CHECKS["4.2"],
+        ),
+        Task(
+            id="4.3", title="MACs (C++)", points=16,
+            answer="the analyzer's 'macs' JSON: {'nodes': [rows {'module','kind','macs'}], 'by_kind': {...}, "
+                   "'total': int}",
+            keys=("nodes", "by_kind", "total"),
+            function="analyzer", run_case=_analyze("macs"), cases=_cpp_cases(8),
+            checks=CHECKS["4.3"],
+        ),
+    ),
+)
