@@ -132,3 +132,26 @@ def test_a_grader_killed_mid_run_takes_the_sandboxed_submission_with_it():
     for process in left:  # never leave it behind, even when the test fails
         process.kill()
     assert left == []
+
+
+def test_grader_only_lab_files_cannot_be_read_in_the_sandbox(tmp_path):
+    """Each lab's judges and mistakes (which hold or quote solutions) are hidden from graded kernels."""
+    import subprocess
+    import sys
+
+    from util import labs
+
+    hidden = labs.grader_only_paths()
+    assert any(p.name == "mistakes.py" for p in hidden) and any(p.name == "judge.py" for p in hidden)
+    assert all(labs.grader_only(p.relative_to(labs.folder(lab)))
+               for lab in labs.LABS.values() for p in hidden if p.is_relative_to(labs.folder(lab)))
+    if not sandbox.available():
+        pytest.skip("bubblewrap is not usable here; .ci/run installs it")
+    shown = [p for p in hidden if p.is_file()][:3] + [REPO / "util" / "contract.py"]
+    code = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        print(len(open(p).read()))\n"
+            "    except OSError:\n        print(0)")
+    done = subprocess.run(sandbox.bwrap_prefix(tmp_path, tmp_size=1 << 20) + [sys.executable, "-c", code,
+                                                                              *map(str, shown)],
+                          capture_output=True, text=True, timeout=60)
+    sizes = [int(line) for line in done.stdout.split()]
+    assert sizes[:-1] == [0] * (len(shown) - 1) and sizes[-1] > 1000, done.stderr

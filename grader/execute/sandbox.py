@@ -3,8 +3,8 @@
 Inside the sandbox the student's code (the kernel and everything it starts, a compiler included):
 
 * sees a read-only system (``/usr``, ``/etc``), the Python installation, and of this repository
-  only ``util/`` (what notebooks import; each lab's ``mistakes.py``, which quotes the solution,
-  reads as empty) and the export caches ``build/onnx``, ``build/torchscript``: ``grader/`` with its
+  only ``util/`` (what notebooks import; each lab's grader-only files, its judges and mistakes,
+  read as empty) and the export caches ``build/onnx``, ``build/torchscript``: ``grader/`` with its
   references, ``solutions/``, the other submissions and the gradebook are simply not there;
 * can write only in its scratch folder (the notebook's working directory) and a private ``/tmp``
   of bounded size that is thrown away;
@@ -99,8 +99,8 @@ def bwrap_prefix(scratch: Path, *, tmp_size: int) -> list[str]:
             args += ["--ro-bind", str(path), str(path)]
     for path in _readable():
         args += ["--ro-bind", str(path), str(path)]
-    for path in labs.kernel_hidden_files():  # the labs' example mistakes quote their solutions
-        args += ["--ro-bind", "/dev/null", str(path)]
+    for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
+        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     scratch = scratch.resolve()
     # the sandbox's root is a tmpfs that bwrap builds; read-only, so nothing can fill memory through it
     args += ["--bind", str(scratch), str(scratch), "--remount-ro", "/", "--chdir", str(scratch), "--"]

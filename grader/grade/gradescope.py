@@ -55,7 +55,7 @@ def _package_files() -> list[Path]:
     files = [Path("requirements.txt")]
     for folder in ("grader", "util"):
         files += sorted(p.relative_to(REPO) for p in (REPO / folder).rglob("*")
-                        if p.is_file() and "__pycache__" not in p.parts and p.name not in labs.KERNEL_HIDDEN
+                        if p.is_file() and "__pycache__" not in p.parts and p.name != "mistakes.py"
                         and p.relative_to(REPO).parts[:2] not in (("grader", "examples"), ("grader", "references")))
     return files
 

@@ -4,9 +4,13 @@ A lab is a package ``util/labs/labN/`` holding everything that belongs to it alo
 
 * ``tasks.py``: ``LAB``, the one declaration of its tasks (:class:`util.contract.Lab`);
 * ``public_checks.py``: what ``check("N.M")`` tests (:class:`util.contract.Check`);
-* ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any;
+* ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any,
+  and ``judge_*.py`` helpers only they use;
 * ``mistakes.py``: ``MISTAKES``, its example submissions (:class:`util.contract.Mistake`);
 * helpers only it uses.
+
+The judges and the mistakes are grader-only (:data:`GRADER_ONLY`): graded kernels do not see them and
+the student copies leave them out.
 
 Adding ``util/labs/labN/`` (and ``solutions/labN_*.ipynb``) is all it takes for the course, the
 grader and the tests to pick a lab up. ``$COURSE_LAB_DIRS`` (folders separated by ``os.pathsep``)
@@ -15,6 +19,7 @@ small labs of their own, in worker processes and sandboxed kernels too.
 """
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import os
 import re
@@ -27,8 +32,10 @@ from util.contract import Lab, Task
 HERE = Path(__file__).resolve().parent
 LAB_DIRS_ENV = "COURSE_LAB_DIRS"
 """Extra folders of lab packages (for tests), separated by ``os.pathsep``."""
-KERNEL_HIDDEN = ("mistakes.py",)
-"""Files of a lab folder that graded kernels never see (the mistakes quote the solution)."""
+GRADER_ONLY = ("mistakes.py", "judge*")
+"""Files (and folders) of a lab folder that graded kernels never see and students never get: the
+mistakes quote the solution, and a judge may hold a reference implementation of what a task asks
+(a course emulator, a float64 fold). Glob patterns on the file or folder name."""
 _NAME = re.compile(r"lab(\d+)")
 
 
@@ -94,11 +101,18 @@ def part(lab: Lab, name: str) -> ModuleType | None:
         return None
 
 
+def grader_only(path: Path) -> bool:
+    """Whether ``path`` (inside a lab folder) is one of the :data:`GRADER_ONLY` files or inside such a folder."""
+    return any(fnmatch.fnmatch(part, pattern) for part in path.parts for pattern in GRADER_ONLY)
+
+
 def source_files(lab: Lab) -> list[Path]:
-    """Every source file whose change can change ``lab``'s references: its folder and its shared modules."""
+    """Every source file whose change can change ``lab``'s references: its folder and its shared modules.
+
+    The mistakes are left out (they make the example submissions, not the references); judges are in."""
     root = folder(lab)
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.name not in KERNEL_HIDDEN)
+                   and p.name != "mistakes.py")
     repo = HERE.parent.parent
     for module in lab.modules:
         path = repo / module
@@ -106,6 +120,14 @@ def source_files(lab: Lab) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
-def kernel_hidden_files() -> list[Path]:
-    """Files inside the lab folders that a graded kernel must not see (see :data:`KERNEL_HIDDEN`)."""
-    return [folder(lab) / name for lab in LABS.values() for name in KERNEL_HIDDEN if (folder(lab) / name).is_file()]
+def grader_only_paths() -> list[Path]:
+    """The :data:`GRADER_ONLY` files and folders of every lab folder (topmost ones only), which the
+    sandbox hides from graded kernels and the student copies leave out."""
+    found = []
+    for lab in LABS.values():
+        root = folder(lab)
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root)
+            if "__pycache__" not in relative.parts and grader_only(relative) and not grader_only(relative.parent):
+                found.append(path)
+    return found
