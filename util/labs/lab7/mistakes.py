@@ -16,7 +16,7 @@ MISTAKES = (
             ('cast_of[need] = f"{t}_{need}"', 'cast_of[need] = f"{t}_{need}_{k}_{j}"'),
         ),
         expected_failures={"7.2": (ANSWER, "mixer", "ResNet-18, conv1 and fc excluded"),
-                           "7.3": (ANSWER, "mixer, cast_params")},
+                           "7.3": (ANSWER, "mixer, parameters in float16")},
     ),
     Mistake(
         name="attribute_default_ignored",
@@ -26,7 +26,7 @@ MISTAKES = (
             ("    schema = onnx.defs.get_schema(node.op_type, OPSET)\n",
              "    return None  # left out: no value to compare\n    schema = onnx.defs.get_schema(node.op_type, OPSET)\n"),
         ),
-        expected_failures={"7.1": ("mixer, default lists",), "7.2": ("mixer",), "7.3": ("mixer, cast_params",)},
+        expected_failures={"7.1": ("mixer, default lists",), "7.2": ("mixer",), "7.3": ("mixer, parameters in float16",)},
     ),
     Mistake(
         name="emulator_rounds_casts_only",

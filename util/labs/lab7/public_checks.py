@@ -38,10 +38,10 @@ def _lpnorm(p: int | None):
     return _model(nodes, "lpnorm", [_value("x", [2, 4])], [_value("y", [2, 4])], [weight])
 
 
-def _summary(fn, **kwargs):
+def _summary(fn):
     from util.labs.lab7.summary import summarize
 
-    return summarize(fn(_toy(), _default(), **kwargs))
+    return summarize(fn(_toy(), _default()))
 
 
 def _toy_io(fn) -> str | None:
@@ -123,9 +123,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "a conversion only adds Cast nodes"),
     ),
     "7.3": (
-        Check("the toy with cast_params: 4 casts, weights in float16",
-              lambda fn: equal({k: _summary(fn, cast_params=True)[k] for k in ("casts", "param_bytes")},
-                               {"casts": 4, "param_bytes": 56}, "summarize(convert(toy, cast_params=True))"),
+        Check("the toy with its parameters in float16: 4 casts",
+              lambda fn: equal({k: _summary(fn)[k] for k in ("casts", "param_bytes")},
+                               {"casts": 4, "param_bytes": 56}, "summarize(convert_fp16_params(toy))"),
               "W1 (4x4) and W2 (4x3) are read only by float16 MatMuls: 28 values x 2 bytes", function=True),
         Check("ResNet-18: float16 parameters take fewer bytes",
               lambda a: first(has_keys(a, ("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after")),

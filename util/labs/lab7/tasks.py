@@ -52,8 +52,7 @@ def _convert(fn: Callable, spec: Mapping[str, Any]) -> Any:
     from util.labs.lab7.summary import summarize
 
     model, lists = _model_and_lists(spec)
-    converted = fn(model, lists, excluded_names=tuple(spec.get("excluded", ())),
-                   cast_params=bool(spec.get("cast_params", False)))
+    converted = fn(model, lists, excluded_names=tuple(spec.get("excluded", ())))
     save_model(converted, spec, LAB_NAME, fn.__name__)
     return summarize(converted)
 
@@ -135,11 +134,12 @@ LAB = Lab(
             id="7.3", title="Cast parameters offline", points=4,
             answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for ResNet-18",
             keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
-            function="convert", run_case=_convert, grader_check=f"{JUDGE}:check_converted", checks=PUBLIC["7.3"],
+            function="convert_fp16_params", run_case=_convert, grader_check=f"{JUDGE}:check_converted",
+            checks=PUBLIC["7.3"],
             cases=(
-                Case("mixer, cast_params", {"model": "mixer", "lists": "default", "cast_params": True}, 3),
-                Case("ResNet-18 BN folded, cast_params", {"model": "resnet18_folded", "lists": "default",
-                                                          "cast_params": True}, 3),
+                Case("mixer, parameters in float16", {"model": "mixer", "lists": "default", "fp16_params": True}, 3),
+                Case("ResNet-18 BN folded, parameters in float16", {"model": "resnet18_folded", "lists": "default",
+                                                                    "fp16_params": True}, 3),
             ),
         ),
         Task(
