@@ -14,7 +14,7 @@ from grader.notebook import solution_namespace
 from util.artifacts import case_file
 from util.labs import get_lab
 from util.labs.lab7 import graphs, judge
-from util.labs.lab7.emulator import close, emulate, emulate_assignment
+from util.labs.lab7.judge_emulator import close, emulate, emulate_assignment
 from util.labs.lab7.lists import DEFAULT_LISTS, all_fp16_lists
 from util.labs.lab7.summary import row_counts, run, summarize
 

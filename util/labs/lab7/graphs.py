@@ -208,12 +208,9 @@ def all_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def resnet18(folded: bool = False) -> onnx.ModelProto:
     """ResNet-18 at 1x3x64x64 (``input`` -> ``output``, 10 classes), BN kept (69 nodes) or folded (49)."""
-    from util.labs.lab7.export import export_folded
     from util.onnx_models import export_torchvision
 
-    if folded:
-        return export_folded("resnet18_bnstats", RESNET_SHAPE)
-    return export_torchvision("resnet18_bnstats", input_shape=RESNET_SHAPE)
+    return export_torchvision("resnet18_bnstats", input_shape=RESNET_SHAPE, fold_batchnorm=folded)
 
 
 def resnet_feeds() -> dict[str, np.ndarray]:

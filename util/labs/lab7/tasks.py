@@ -101,9 +101,7 @@ LAB = Lab(
     title="Mixed precision with op lists",
     notebook="lab7_mixed_precision.ipynb",
     prepare="util.labs.lab7.tasks:prepare",
-    modules=("util/labs/lab7/tasks.py", "util/labs/lab7/graphs.py", "util/labs/lab7/lists.py",
-             "util/labs/lab7/summary.py", "util/labs/lab7/emulator.py", "util/labs/lab7/export.py",
-             "util/labs/lab7/judge.py", "util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
             id="7.1", title="Classify nodes", points=5,
