@@ -41,7 +41,7 @@ class OnnxModelError(ValueError):
 
 # ---------------------------------------------------------------- export and cache
 
-def _cache_key(name: str, shape: tuple[int, ...], opset: int) -> str:
+def _cache_key(name: str, shape: tuple[int, ...], opset: int, fold: bool = False) -> str:
     """File stem that changes whenever anything that shapes the exported bytes changes."""
     versions = [metadata.version(pkg) for pkg in ("torch", "torchvision", "onnx")]
     here = Path(__file__).resolve().parent
@@ -50,10 +50,11 @@ def _cache_key(name: str, shape: tuple[int, ...], opset: int) -> str:
         digest.update(part.encode())
     for source in (here / "models.py", here / "onnx_models.py"):
         digest.update(source.read_bytes())
-    return f"{name}_{'x'.join(map(str, shape))}_op{opset}_{digest.hexdigest()[:12]}"
+    folded = "_folded" if fold else ""
+    return f"{name}{folded}_{'x'.join(map(str, shape))}_op{opset}_{digest.hexdigest()[:12]}"
 
 
-def _export(name: str, shape: tuple[int, ...], opset: int) -> onnx.ModelProto:
+def _export(name: str, shape: tuple[int, ...], opset: int, fold: bool = False) -> onnx.ModelProto:
     """Export ``util.models.build_model(name)`` and return the shape-inferred graph.
 
     Exporter choice: the TorchScript exporter (``dynamo=False``; deprecated but working in the
@@ -62,8 +63,8 @@ def _export(name: str, shape: tuple[int, ...], opset: int) -> onnx.ModelProto:
     and is byte-for-byte reproducible. The dynamo exporter only yields a clean graph through its
     onnxscript optimizer, and that optimizer folds BatchNorm into Conv.
 
-    ``do_constant_folding=False`` keeps BatchNormalization as its own node (folding would merge it
-    into the Conv). ``keep_initializers_as_inputs=True`` stops the exporter from de-duplicating
+    ``do_constant_folding=False`` keeps BatchNormalization as its own node; ``fold=True`` exports with
+    constant folding, which merges every BatchNormalization that follows a Conv into it (eval mode). ``keep_initializers_as_inputs=True`` stops the exporter from de-duplicating
     equal initializers (every fresh BN has the same zeros and ones), which it would otherwise do
     by inserting ``Identity`` nodes that make weights look like activations; the initializers
     are then removed from the graph inputs again, as IR >= 4 allows.
@@ -78,7 +79,7 @@ def _export(name: str, shape: tuple[int, ...], opset: int) -> onnx.ModelProto:
         warnings.simplefilter("ignore")      # the legacy exporter's DeprecationWarning
         torch.onnx.export(model, (torch.zeros(shape),), buffer, dynamo=False, opset_version=opset,
                           input_names=["input"], output_names=["output"],
-                          do_constant_folding=False, keep_initializers_as_inputs=True)
+                          do_constant_folding=fold, keep_initializers_as_inputs=True)
     proto = onnx.load_from_string(buffer.getvalue())
     weights = {init.name for init in proto.graph.initializer}
     inputs = [value for value in proto.graph.input if value.name not in weights]
@@ -89,11 +90,12 @@ def _export(name: str, shape: tuple[int, ...], opset: int) -> onnx.ModelProto:
 
 def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: int = OPSET, *,
                        input_shape: tuple[int, ...] | list[int] = DEFAULT_SHAPE,
-                       cache: bool = True) -> onnx.ModelProto:
+                       cache: bool = True, fold_batchnorm: bool = False) -> onnx.ModelProto:
     """Export a course model to ONNX and return it with every tensor's shape inferred.
 
     ``name`` is any model of ``util.models`` (``"mobilenet_v2"``, ``"resnet18"``, ...), built with
-    seeded weights (nothing is downloaded) in eval mode. BatchNormalization stays a separate node.
+    seeded weights (nothing is downloaded) in eval mode. BatchNormalization stays a separate node
+    unless ``fold_batchnorm`` (then each one after a Conv is folded into it, as exporters do by default).
     The input is called ``input`` (``input_shape``, default 1x3x224x224), the output ``output``.
 
     If ``path`` is given, the model is also written there. Exports are cached in
@@ -105,12 +107,12 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
     222
     """
     shape = tuple(int(d) for d in input_shape)
-    file_name = f"{_cache_key(name, shape, opset)}.onnx"
+    file_name = f"{_cache_key(name, shape, opset, fold_batchnorm)}.onnx"
     found = export_cache.find("onnx", file_name) if cache else None
     if found is not None:
         data = found.read_bytes()
     else:
-        data = _export(name, shape, opset).SerializeToString()
+        data = _export(name, shape, opset, fold_batchnorm).SerializeToString()
         if cache:                            # write atomically: parallel graders never see half a file
             file = export_cache.writable_dir("onnx") / file_name
             fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")

@@ -1,0 +1,165 @@
+"""Lab 7, mixed precision with op lists: the one declaration of its tasks.
+
+MXNet's AMP converts a float32 model to mixed precision from op lists; students write the same
+conversion as an ONNX graph pass (7.1-7.3), an emulator that shows the float16 numerics onnxruntime's
+CPU provider hides (7.4), and a search for the smallest set of nodes to keep in float32 (7.5).
+
+What the grader judges itself (``judge.py``), never trusting the kernel for a known constant:
+
+* 7.2 / 7.3: every converted model is saved; the grader checks it (full checker, strict shape
+  inference, onnxruntime loads it, the original interface in float32, outputs within 1e-2 of the
+  float32 model under the course emulator). The counts the case returns must equal the references.
+* 7.4: the outputs of the student's emulator are saved (.npz) and compared in the grader with the
+  course emulator's on the same model: the same inf/NaN positions, finite values within 1e-4 of the
+  largest output.
+* 7.5: the returned fp32 list is saved; the grader checks that it is sufficient (the course emulator
+  with those nodes in float32 is within rtol/atol of float32) and 1-minimal (dropping any one breaks it).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task
+from util.labs.lab7.public_checks import CHECKS as PUBLIC
+
+LAB_NAME = "lab7"
+JUDGE = "util.labs.lab7.judge"
+CUSTOM_LISTS = {"target": ["MatMul", "Softmax"], "fp32": ["LayerNormalization", "Relu"],
+                "widest": ["Add", "Mul", "Concat"], "follow": ["Shape", "Reshape", "Abs", "Sub"],
+                "conditional": [["LpNormalization", "p", [1]]]}
+"""Lists unlike the defaults (a hidden case of 7.1): a function that hard-codes the defaults fails it."""
+RESNET_EXCLUDED = ["/conv1/Conv", "/fc/Gemm"]
+SEARCH = {"rtol": 1e-2, "atol": 1e-3}
+"""Task 7.5's tolerance: emulated outputs within ``atol + rtol * |float32 output|`` of the float32 ones."""
+
+
+def _model_and_lists(spec: Mapping[str, Any]):
+    from util.labs.lab7.graphs import build
+    from util.labs.lab7.lists import lists_for
+
+    model = build(spec)
+    return model, lists_for(spec, model)
+
+
+def _classify(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    model, lists = _model_and_lists(spec)
+    return fn(model, lists, excluded_names=tuple(spec.get("excluded", ())))
+
+
+def _convert(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_model
+    from util.labs.lab7.summary import summarize
+
+    model, lists = _model_and_lists(spec)
+    converted = fn(model, lists, excluded_names=tuple(spec.get("excluded", ())))
+    save_model(converted, spec, LAB_NAME, fn.__name__)
+    return summarize(converted)
+
+
+def _emulate(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab7.graphs import all_fp16, build, feeds_for
+    from util.labs.lab7.summary import row_counts
+
+    model = build(spec)
+    if spec.get("all_fp16"):
+        model = all_fp16(model)
+    outputs = fn(model, feeds_for(spec))
+    if not isinstance(outputs, Mapping):
+        raise TypeError(f"emulate_fp16() must return a dict (output name -> array), not a {type(outputs).__name__}")
+    arrays = {str(name): np.asarray(value) for name, value in outputs.items()}
+    save_arrays(arrays, spec, LAB_NAME)
+    return {name: row_counts(value) for name, value in sorted(arrays.items())}
+
+
+def _search(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_file
+    from util.labs.lab7.graphs import build, feeds_for
+    from util.labs.lab7.lists import all_fp16_lists
+
+    model = build(spec)
+    names = fn(model, feeds_for(spec), all_fp16_lists(model), rtol=spec["rtol"], atol=spec["atol"])
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"auto_fp32() must return a list of node names, not {type(names).__name__}")
+    save_file(json.dumps(list(names)).encode(), spec, LAB_NAME, ".json")
+    return {"fp32_nodes": len(names)}
+
+
+def prepare() -> None:
+    """Fill the ONNX export cache with both ResNet-18 exports (the notebook's and the hidden cases')."""
+    from util.labs.lab7.graphs import resnet18
+
+    resnet18()
+    resnet18(folded=True)
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Mixed precision with op lists",
+    notebook="lab7_mixed_precision.ipynb",
+    prepare="util.labs.lab7.tasks:prepare",
+    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    tasks=(
+        Task(
+            id="7.1", title="Classify nodes", points=5,
+            answer="node_dtypes(resnet18, DEFAULT_LISTS): a dict node name -> 'float16' or 'float32'",
+            function="node_dtypes", run_case=_classify, checks=PUBLIC["7.1"],
+            cases=(
+                Case("mixer, default lists", {"model": "mixer", "lists": "default"}, 5),
+                Case("mixer, other lists, mm2 excluded", {"model": "mixer", "lists": CUSTOM_LISTS,
+                                                          "excluded": ["mm2"]}, 5),
+                Case("ResNet-18, conv1 and fc excluded", {"model": "resnet18", "lists": "default",
+                                                         "excluded": RESNET_EXCLUDED}, 5),
+            ),
+        ),
+        Task(
+            id="7.2", title="Insert casts", points=5,
+            answer="summarize(convert(resnet18, DEFAULT_LISTS)): the dict summarize returns",
+            keys=("nodes", "casts", "casts_to_fp16", "fp16_nodes", "param_bytes", "output_dtypes"),
+            function="convert", run_case=_convert, grader_check=f"{JUDGE}:check_converted", checks=PUBLIC["7.2"],
+            cases=(
+                Case("mixer", {"model": "mixer", "lists": "default"}, 5),
+                Case("frag", {"model": "frag", "lists": "default"}, 5),
+                Case("ResNet-18, BN folded", {"model": "resnet18_folded", "lists": "default"}, 5),
+                Case("ResNet-18, conv1 and fc excluded", {"model": "resnet18", "lists": "default",
+                                                         "excluded": RESNET_EXCLUDED}, 5),
+            ),
+        ),
+        Task(
+            id="7.3", title="Cast parameters offline", points=4,
+            answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for ResNet-18",
+            keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
+            function="convert_fp16_params", run_case=_convert, grader_check=f"{JUDGE}:check_converted",
+            checks=PUBLIC["7.3"],
+            cases=(
+                Case("mixer, parameters in float16", {"model": "mixer", "lists": "default", "fp16_params": True}, 3),
+                Case("ResNet-18 BN folded, parameters in float16", {"model": "resnet18_folded", "lists": "default",
+                                                                    "fp16_params": True}, 3),
+            ),
+        ),
+        Task(
+            id="7.4", title="Emulate fp16 on a CPU", points=5,
+            answer="a dict {'zero_rows', 'nonfinite_rows', 'onnxruntime_zero_rows'} for frag in float16",
+            keys=("zero_rows", "nonfinite_rows", "onnxruntime_zero_rows"),
+            function="emulate_fp16", run_case=_emulate, grader_check=f"{JUDGE}:check_emulated", checks=PUBLIC["7.4"],
+            cases=(
+                Case("RMS chain, all float16", {"model": "rms_chain", "all_fp16": True}, 5),
+                Case("toy in mixed precision", {"model": "toy_mixed"}, 5),
+                Case("ResNet-18, all float16", {"model": "resnet18", "all_fp16": True}, 5),
+            ),
+        ),
+        Task(
+            id="7.5", title="Minimal fp32 list", points=5,
+            answer="auto_fp32(frag(), frag_feeds(), all_fp16_lists(frag()), rtol=1e-2, atol=1e-3): node names in graph order",
+            function="auto_fp32", run_case=_search, grader_check=f"{JUDGE}:check_fp32_list", checks=PUBLIC["7.5"],
+            cases=(
+                Case("RMS chain", {"model": "rms_chain", **SEARCH}, 7),
+                Case("gate", {"model": "gate", **SEARCH}, 8),
+                Case("ResNet-18", {"model": "resnet18", **SEARCH}, 5),
+            ),
+        ),
+    ),
+)
