@@ -21,7 +21,6 @@ BASELINE_SEED = 20240601
 def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
     """Task 6.3: the saved ``x`` is in shape and range, and its error is at least ``RATIO`` times the
     median error of ``BASELINE_INPUTS`` uniform random inputs the grader draws itself."""
-    import numpy as np
 
     from util.artifacts import load_arrays
     from util.labs.lab6 import zoo

@@ -3,7 +3,7 @@
 The expected failures were worked out by grading each variant: every mistake passes the notebook's
 own ResNet-18 answers, and is caught by a hidden case whose input needs the missing idea.
 """
-from util.contract import ANSWER, Mistake
+from util.contract import Mistake
 
 MISTAKES = (
     Mistake(

@@ -17,8 +17,8 @@ nothing. So the names below were read from the pinned binary itself, never typed
   (they sit together, in registration order). ``CastChainElimination`` is left out: it only runs
   when a session option enables it.
 
-``tests/labs/test_lab6_passes.py`` re-reads both from the installed onnxruntime, so a version bump
-that renames a pass fails a test instead of silently disabling nothing.
+The course's tests re-read both from the installed onnxruntime and pin every isolation result the
+lab depends on, so a version bump that renames a pass fails a test instead of silently disabling nothing.
 """
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def _resnet_levels(answer: Any) -> str | None:
     plain, basic = answer["DISABLE_ALL"], answer["BASIC"]
     without_bn = {op: n for op, n in plain["ops"].items() if op != "BatchNormalization"}
     return first(equal(plain["nodes"], 69, "answer['DISABLE_ALL']['nodes']"),
-                 equal([plain["bitwise"], plain["relmax_log10"]], [True, -12.0], "DISABLE_ALL's [bitwise, relmax_log10]"),
+                 equal([plain["bitwise"], plain["relmax_log10"]], [True, -12.0],
+                       "DISABLE_ALL's [bitwise, relmax_log10]"),
                  equal(plain["ops"].get("BatchNormalization"), 20, "DISABLE_ALL's BatchNormalization count"),
                  equal(basic["ops"], without_bn, "answer['BASIC']['ops']"))
 
@@ -63,7 +64,8 @@ def _metrics_hand_pair(fn) -> str | None:
     mre = (float(np.float32(1e-3)) + 0.5 / (2.0 + 1e-8)) / 4
     return first(has_keys(found, ("bitwise", "max_abs", "relmax", "mre"), "error_metrics(...)"),
                  equal(found["bitwise"], False, "bitwise"),
-                 None if math.isclose(found["max_abs"], 0.5, rel_tol=1e-9) else f"max_abs is {found['max_abs']!r}; expected 0.5",
+                 None if math.isclose(found["max_abs"], 0.5, rel_tol=1e-9) else
+                 f"max_abs is {found['max_abs']!r}; expected 0.5",
                  None if math.isclose(found["relmax"], 0.125, rel_tol=1e-9) else
                  f"relmax is {found['relmax']!r}; expected 0.5 / 4 = 0.125",
                  None if math.isclose(found["mre"], mre, rel_tol=1e-9) else
@@ -106,7 +108,8 @@ def _search_ln_linear(fn) -> str | None:
 
 def _trace_answer(answer: Any) -> str | None:
     return first(equal(answer["tensors_unopt"], 69, "tensors_unopt"),
-                 None if 0 <= answer["matched"] <= 69 else f"matched is {answer['matched']}; at most 69 tensors can match",
+                 None if 0 <= answer["matched"] <= 69 else
+                 f"matched is {answer['matched']}; at most 69 tensors can match",
                  None if isinstance(answer["first_divergent"], str) else
                  f"first_divergent is {answer['first_divergent']!r}; BASIC folds BatchNorms, so some tensor differs")
 
@@ -174,7 +177,8 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     ),
     "6.3": (
         Check("who_is_wrong: three log10 errors on the random input, three bools on the bad one",
-              _who_is_wrong_shape, "log10 of runtime.relmax-style errors; bools compare them with the stated thresholds"),
+              _who_is_wrong_shape,
+              "relmax_log10 of each pair; the bools compare those values with the stated thresholds"),
         Check("search_input on ln_linear in [-8, 8] (budget 50) beats 100x the median of 20 random inputs",
               _search_ln_linear, "uniform random inputs are all well conditioned: make rows whose values sit "
               "close together far from 0", function=True),

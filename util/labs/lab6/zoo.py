@@ -12,7 +12,7 @@ name               pattern                                               input
 conv_bn            Conv (no bias) -> BatchNormalization (seeded stats)   2x3x8x8
 layer_norm         LayerNorm written by hand: (x - mean) / sqrt(var+eps)  4x32
 ln_linear          that LayerNorm -> Linear (the notebook's search)      16x64
-conv_mul           Conv * per-channel constant                           2x3x8x8
+conv_mul           Conv (with bias) * per-channel constant               2x3x8x8
 conv_add           Conv (no bias) + per-channel constant                 2x3x8x8
 conv_relu_gemm     Conv -> Relu -> Flatten -> Linear -> Relu             2x3x8x8
 ln_first           LayerNorm by hand -> Linear, width 64                 16x64
@@ -47,8 +47,8 @@ _FORMAT = 1
 """Bump when the export recipe changes in a way the source hash would not catch."""
 
 
-def _modules():
-    """The torch modules (defined inside a function so that importing this file does not import torch)."""
+def _modules() -> dict[str, Callable[[], object]]:
+    """Name -> a builder of the zoo's torch module (defined in a function: importing this file needs no torch)."""
     import torch
     from torch import nn
 
