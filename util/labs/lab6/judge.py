@@ -1,0 +1,83 @@
+"""Lab 6's grader-side judges, named by the tasks' ``grader_check`` (``tasks.py``).
+
+Each is a pure function of the case's ``spec``, the bytes the student's kernel saved for it and
+the task's tolerance, and returns the problems found (empty: the case passes). They load the
+models themselves (``zoo.load``), draw their own inputs and run onnxruntime in the grader's process,
+so nothing the student's kernel patched (numpy, onnxruntime, the course's helpers) reaches a verdict.
+The bytes are untrusted: arrays are read without pickle, names as JSON, and every shape, range
+and name is checked before use.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from util.contract import Tolerance
+
+BASELINE_SEED = 20240601
+"""Seed of the grader's own random inputs (task 6.3's baseline)."""
+
+
+def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 6.3: the saved ``x`` is in shape and range, and its error is at least ``RATIO`` times the
+    median error of ``BASELINE_INPUTS`` uniform random inputs the grader draws itself."""
+
+    from util.artifacts import load_arrays
+    from util.labs.lab6 import zoo
+    from util.labs.lab6.search import BASELINE_INPUTS, RATIO, ErrorFunction, baseline
+
+    try:
+        arrays = load_arrays(data)
+    except ValueError:
+        return ["the saved input is not a readable .npz of arrays"]
+    if set(arrays) != {"x"}:
+        return [f"the saved file holds {sorted(arrays)}; expected one array 'x'"]
+    shape = zoo.SHAPES[spec["model"]]
+    error_fn = ErrorFunction(zoo.load(spec["model"]), shape, spec["low"], spec["high"], BASELINE_INPUTS + 1)
+    try:
+        x = error_fn.validate(arrays["x"])
+    except ValueError as exc:
+        return [str(exc)]
+    error = error_fn(x)
+    median = baseline(error_fn, BASELINE_SEED)
+    ratio = error / median if median else float("inf")
+    if not ratio >= RATIO:
+        return [f"the input's error is {error:.2g}, {ratio:,.1f}x the median of {BASELINE_INPUTS} uniform random "
+                f"inputs ({median:.2g}); at least {RATIO}x is needed"]
+    return []
+
+
+def _names(data: bytes) -> tuple[list[str] | None, list[str]]:
+    from util.labs.lab6.passes import CANDIDATES
+
+    try:
+        names = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, ["the saved pass list is not JSON"]
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return None, ["the saved pass list is not a list of names"]
+    unknown = [name for name in names if name not in CANDIDATES]
+    if unknown:
+        return None, [f"{unknown[0]!r} is not one of the candidate passes: onnxruntime would silently ignore it"]
+    if len(set(names)) != len(names):
+        return None, ["the pass list names a pass twice"]
+    return names, []
+
+
+def check_isolation(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 6.5: the saved pass names are candidates, **sufficient** (EXTENDED with them disabled is
+    bitwise equal to DISABLE_ALL on the case's input) and **1-minimal** (without any one of them it is not)."""
+    from util.labs.lab6 import runtime, zoo
+
+    names, problems = _names(data)
+    if names is None:
+        return problems
+    model, feeds = zoo.load(spec["model"]), zoo.feeds(spec["model"], spec["seed"])
+    reference = runtime.outputs(model, feeds)
+    if not runtime.same_bits(runtime.outputs(model, feeds, "EXTENDED", names), reference):
+        return [f"not sufficient: with {names or 'no pass'} disabled, EXTENDED still differs from DISABLE_ALL"]
+    for name in names:
+        rest = [other for other in names if other != name]
+        if runtime.same_bits(runtime.outputs(model, feeds, "EXTENDED", rest), reference):
+            problems.append(f"not 1-minimal: without {name!r} the rest is still sufficient")
+    return problems
