@@ -1,6 +1,15 @@
-"""Shared fixtures: grading a notebook is slow (seconds), so each is graded once per session."""
+"""Shared fixtures: grading a notebook is slow (seconds), so each is graded once per session.
+
+Under pytest-xdist (``-n 2``, the default in ``pyproject.toml``) every test that belongs to one lab
+(a ``lab_name`` parameter, a ``[labN/...]`` id, a module ``tests/labs/test_labN_*`` or a test
+``test_labN_*``) joins that
+lab's group (``--dist loadgroup``), so one worker grades each lab's solution once and reuses it;
+every other test stays with its module's group, so a module-scoped fixture (a hostile class graded
+once) runs on one worker only.
+"""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,3 +34,23 @@ def graded(tmp_path_factory):
         return cache[key]
 
     return grade
+
+
+_LAB = re.compile(r"(?<![\w])(lab\d+)(?![\d])")
+
+
+def _lab_of(item: pytest.Item) -> str | None:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    if isinstance(params.get("lab_name"), str):
+        return params["lab_name"]
+    named = re.match(r"test_(lab\d+)_", Path(str(item.fspath)).name) or re.match(r"test_(lab\d+)_", item.name)
+    if named:
+        return named.group(1)
+    found = _LAB.search(item.nodeid.partition("[")[2])
+    return found.group(1) if found else None
+
+
+def pytest_collection_modifyitems(config, items):
+    """Put each lab's tests in one xdist group, the others in their module's (a no-op without xdist)."""
+    for item in items:  # the rest stay with their module: module-scoped fixtures run once, on one worker
+        item.add_marker(pytest.mark.xdist_group(_lab_of(item) or Path(str(item.fspath)).stem))
