@@ -38,9 +38,9 @@ def _check_with(monkeypatch, tmp_path, edit):
     fresh = {"answers": committed["answers"], "cases": committed["cases"]}
     edited = copy.deepcopy(committed)
     edit(edited)
-    monkeypatch.setattr(references, "REFERENCE_DIR", tmp_path)
+    monkeypatch.setenv(REFERENCE_ENV, str(tmp_path))
     (tmp_path / "lab1.json").write_text(json.dumps(edited))
-    monkeypatch.setattr(references, "produce", lambda lab: fresh)
+    monkeypatch.setattr(regen, "produce", lambda lab: fresh)
     return regen.check(lab)
 
 
