@@ -19,3 +19,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 """The course repository's root (the kernel imports this repository's ``util``)."""
+
+__version__ = "0.2.0"
+"""The grader's version (``python -m grader --version``); pyproject.toml reads it from here."""
