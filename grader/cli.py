@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.limits import Limits, parse_size
-from util.tasks import LABS, get_lab
+from grader.execute.limits import Limits, parse_size
+from util.labs import LABS, get_lab
 
 GRADEBOOK = Path("build/gradebook")
 """The default gradebook folder."""
@@ -65,7 +65,7 @@ def _class_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--extensions", metavar="CSV",
                    help="deadline extensions: student, lab (empty: all), days or until, reason")
     g.add_argument("--deadline", action="append", metavar="LAB=TIME",
-                   help="a lab's deadline, ISO 8601, e.g. lab1=2025-03-07T23:59 (repeat per lab)")
+                   help="a lab's deadline, ISO 8601, e.g. labN=2025-03-07T23:59 (repeat per lab)")
     g.add_argument("--late-policy", metavar="POLICY",
                    help="'flag' (mark late submissions) or 'P%%/day' (take P%% of the lab's points per day "
                         "late, e.g. 10%%/day); default flag")
@@ -118,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
                    help="also collect each student's feedback as DIR/<submission>.md and .html")
     _class_flags(r)
 
-    from grader.export import FORMATS, MISSING
+    from grader.report.export import FORMATS, MISSING
     e = _sub(sub, "export", "write the grades as the upload file of an LMS (Canvas, Moodle) or as CSV",
              "Write OUT/export_<format>.csv: one row per student on the roster, including students who "
              "submitted nothing, one column per lab (total after overrides and late penalties). Canvas: "
@@ -129,8 +129,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--file", type=Path, metavar="CSV", help="write here instead of OUT/export_<format>.csv")
     e.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
     e.add_argument("--column", action="append", metavar="LAB=NAME",
-                   help="the LMS column of a lab, e.g. lab1='Lab 1 (1234)' for Canvas assignment 1234 "
-                        "(default: 'lab1: <the lab's title>')")
+                   help="the LMS column of a lab, e.g. labN='Lab N (1234)' for Canvas assignment 1234 "
+                        "(default: 'labN: <the lab's title>')")
     e.add_argument("--missing", choices=MISSING, default="zero",
                    help="the grade of a student with no submission: zero, or blank (no grade); default zero")
     _class_flags(e)
@@ -176,16 +176,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
-        from grader import batch
+        from grader.grade import batch
         return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
                           progress=not args.no_progress, jobs=args.jobs, limits=_limits(args), force=args.force,
                           feedback_dir=args.feedback_dir, sandbox=False if args.no_sandbox else None,
                           settings=_settings(args))
     if args.command == "report":
-        from grader import classbook
+        from grader.report import classbook
         return classbook.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))
     if args.command == "export":
-        from grader import export
+        from grader.report import export
         return export.main(out=args.out, fmt=args.format, labs=args.lab, columns=args.column,
                            missing=args.missing, file=args.file, settings=_settings(args))
     if args.command == "check":
@@ -193,16 +193,16 @@ def main(argv: list[str] | None = None) -> int:
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
                               notebook_timeout=args.notebook_timeout)
     if args.command in ("gradescope", "autograde"):
-        from grader import gradescope
+        from grader.grade import gradescope
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args))
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
     if args.command == "build":
-        from grader import build
+        from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
-    from grader import references
-    return references.main(labs=_labs(args.lab), check_only=args.check)
+    from grader.author import regen
+    return regen.main(labs=_labs(args.lab), check_only=args.check)
 
 
 if __name__ == "__main__":

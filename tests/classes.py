@@ -12,8 +12,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader import resume
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.grade import resume
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 
 TITLES = {"9.1": "First", "9.2": "Second", "8.1": "Other"}
 

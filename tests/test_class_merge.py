@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import batch
-from grader.grade import find_submissions
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.grade import batch
+from grader.grade.submission import find_submissions
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 from util.answers import write_json
 
 REPO = Path(__file__).resolve().parent.parent

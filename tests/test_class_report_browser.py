@@ -6,8 +6,8 @@ import base64
 import time
 
 from classes import result, store
-from grader import classbook
-from grader.settings import Settings
+from grader.report import classbook
+from grader.report.settings import Settings
 
 import webdriver
 from webdriver import browser  # noqa: F401 (the fixture)

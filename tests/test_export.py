@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 
 from classes import result, store
-from grader import cli, classbook, export
-from grader.settings import Settings
+from grader import cli
+from grader.report import classbook, export
+from grader.report.settings import Settings
 
 ROSTER = ("student_id,name,email,submission,section,canvas_id\n"
           "s001,\"Adams, Amy\",amy@example.edu,class/amy,A1,101\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from html.parser import HTMLParser
 
 from classes import result
-from grader import feedback
-from grader.run import REPO
+from grader.report import feedback
+from grader import REPO
 
 HOSTILE = "<script>alert(1)</script> see [the answer](https://evil.example) | ![x](y) # heading"
 

@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from classes import result, store
-from grader import classbook, gradebook
-from grader.settings import Settings
+from grader.report import classbook, gradebook
+from grader.report.settings import Settings
 
 
 def _rows(path):
@@ -174,7 +174,7 @@ def test_identical_submissions_are_flagged(tmp_path):
 
 
 def test_the_terminal_gradebook_has_one_table_per_lab():
-    from grader.gradebook import Cell, Row
+    from grader.report.gradebook import Cell, Row
     rows = [Row("amy", "lab9", (Cell("9.1", "First", 5, 5, "passed"),), "full marks"),
             Row("bob", "lab8", (Cell("8.1", "Other", 0, 4, "failed"),), "partial")]
     first, second = gradebook.render(rows).split("\n\n")

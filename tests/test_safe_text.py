@@ -1,4 +1,4 @@
-"""grader.safe_text: student text made safe for the terminal, CSV, Markdown, HTML and JSON.
+"""grader.report.safe_text: student text made safe for the terminal, CSV, Markdown, HTML and JSON.
 
 Examples first (the attacks of issue 13), then properties over arbitrary text (Hypothesis),
 surrogates and control characters included.
@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader import safe_text
-from grader.safe_text import LIMIT_MESSAGE, LIMIT_NAME, csv_cell, file_name, html, markdown, plain, shorten, terminal
+from grader.report import safe_text
+from grader.report.safe_text import LIMIT_MESSAGE, LIMIT_NAME, csv_cell, file_name, html, markdown, plain, shorten, terminal
 
 ANY_TEXT = st.text(st.characters(codec=None, categories=None), max_size=300)  # surrogates and controls too
 NASTY = st.text(st.sampled_from(list("\x1b[]();=+-@\t\r\n\x07\x9b\x9d\\|*_`<>&#!.:/w@\u202e\u2028\ud800\udcff a1")),

@@ -2,8 +2,8 @@
 
 ``python -m grader grade DIR_OR_FILES... -j N --out OUT`` writes, as each submission finishes,
 ``OUT/<name>/`` (see :mod:`grader.grade`) and its record ``OUT/<name>/grading.json``
-(:mod:`grader.resume`); at the end it builds every class-level file from all the records in
-``OUT``, not only this run's (:mod:`grader.classbook`): the gradebooks, ``statistics.csv``,
+(:mod:`grader.grade.resume`); at the end it builds every class-level file from all the records in
+``OUT``, not only this run's (:mod:`grader.report.classbook`): the gradebooks, ``statistics.csv``,
 feedback, ``report.html``; and ``OUT/regrade_diff.csv`` (scores that changed in this run, and why).
 Grading one student into a class's folder therefore replaces that student's row and keeps the
 others. A submission named by the same path as one graded before keeps its folder.
@@ -24,15 +24,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from grader import classbook, files, gradebook, resume, stats
-from grader import safe_text
-from grader import sandbox as sandboxing
-from grader.grade import _unreadable, find_submissions, grade_submission, output_names, resolve_lab
-from grader.limits import Limits
-from grader.results import SubmissionResult
-from grader.settings import Settings
+from grader import REPO
+from grader.execute import sandbox as sandboxing
+from grader.execute.limits import Limits
+from grader.grade import resume
+from grader.grade.submission import _unreadable, find_submissions, grade_submission, output_names, resolve_lab
+from grader.report import classbook, files, gradebook, safe_text, stats
+from grader.report.results import SubmissionResult
+from grader.report.settings import Settings
 from util.answers import write_json
-from util.tasks import get_lab
+from util.labs import get_lab
 
 UNKNOWN_LAB = "unknown"
 GRADER_FAULT = "the grader could not"
@@ -65,12 +66,12 @@ def prepare(lab_names: set[str], *, timeout: int = 600) -> None:
         if not hook:
             continue
         module, function = hook.split(":")
-        code = f"import importlib; importlib.import_module({module!r}).{function}()"
+        code = f"import importlib, util.labs; importlib.import_module({module!r}).{function}()"
         print(f"grader: preparing {name}: exporting the models its notebook loads into the shared caches "
               "(a minute or two the first time, seconds once cached)...", file=sys.stderr, flush=True)
         start = time.monotonic()
         try:
-            done = subprocess.run([sys.executable, "-c", code], cwd=str(sandboxing.REPO), capture_output=True,
+            done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True,
                                   text=True, timeout=timeout)
             failure = done.stderr.strip().splitlines()[-1:] if done.returncode else None
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -158,7 +159,7 @@ def keep_folders(paths: list[Path], names: list[str], out: Path) -> list[str]:
             chosen.append(earlier)
             continue
         parts = list(Path(os.path.abspath(path)).with_suffix("").parts[1:])
-        if len(parts) >= 2 and parts[-2] == parts[-1]:  # a folder named like its notebook (lab 4)
+        if len(parts) >= 2 and parts[-2] == parts[-1]:  # a folder named like its notebook (a lab with support files)
             parts.pop()
         candidate, depth = name, 2
         while candidate in taken or candidate in chosen:
@@ -191,7 +192,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
          sandbox: bool | None = None, settings: dict | None = None) -> int:
     """Grade every submission under ``paths`` into ``out``; write and print the class's outputs.
 
-    ``settings`` are the class-setting flags given (:meth:`grader.settings.Settings.updated`).
+    ``settings`` are the class-setting flags given (:meth:`grader.report.settings.Settings.updated`).
     Exit code 0 when every submission was graded (whatever its score), 1 when some could not be
     (lab unknown, or a grader fault) or an instructor's file has a problem, 2 when there was
     nothing to grade or a setting is malformed.

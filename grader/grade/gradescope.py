@@ -1,13 +1,13 @@
 """Gradescope: build a lab's autograder zip, and the ``run_autograder`` side that grades one submission.
 
-``python -m grader gradescope --lab lab1 --out build/autograder_lab1.zip`` writes a zip with
+``python -m grader gradescope --lab labN --out build/autograder_labN.zip`` writes a zip with
 ``setup.sh`` (bubblewrap, g++, cmake, and a Python 3.11 virtual environment at ``/autograder/venv``
 with the pinned requirements, or a build that fails saying why: see ``gradescope_setup.sh``),
 ``run_autograder``, the grader, ``util/`` and the lab's references. It holds no solutions and no
 example submissions. The limits given to ``gradescope`` (time, memory, processes, files, output)
 are written into ``run_autograder``.
 
-On Gradescope, ``run_autograder`` runs ``/autograder/venv/bin/python -m grader autograde --lab lab1``,
+On Gradescope, ``run_autograder`` runs ``/autograder/venv/bin/python -m grader autograde --lab labN``,
 which grades the notebook in ``/autograder/submission`` and writes
 ``/autograder/results/results.json`` (and ``feedback.md`` / ``feedback.html`` beside it). When a
 student uploads several notebooks, one is graded (the one named like the lab's notebook, else the
@@ -24,10 +24,12 @@ import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from grader import feedback, references
-from grader.grade import _unreadable, grade_submission
-from grader.limits import Limits
-from grader.run import REPO
+from grader import REPO
+from grader.execute.limits import Limits
+from grader.grade.submission import _unreadable, grade_submission
+from grader.judge import references
+from grader.report import feedback
+from util import labs
 from util.answers import write_json
 from util.contract import Lab
 
@@ -63,7 +65,7 @@ def _package_files() -> list[Path]:
     files = [Path("requirements.txt")]
     for folder in ("grader", "util"):
         files += sorted(p.relative_to(REPO) for p in (REPO / folder).rglob("*")
-                        if p.is_file() and "__pycache__" not in p.parts
+                        if p.is_file() and "__pycache__" not in p.parts and p.name not in labs.KERNEL_HIDDEN
                         and p.relative_to(REPO).parts[:2] not in (("grader", "examples"), ("grader", "references")))
     return files
 

@@ -6,7 +6,7 @@ gradebooks, statistics, exports, the class report): a rerun that grades one stud
 student's record and keeps everyone else's. Its fields (``format`` 2):
 
 * ``key``: what the submission was graded under, part by part (below);
-* ``result``: the full result (:meth:`grader.results.SubmissionResult.to_dict`);
+* ``result``: the full result (:meth:`grader.report.results.SubmissionResult.to_dict`);
 * ``source``: the absolute path of what was submitted (a later run that names the same path
   writes to the same folder, whatever else it grades);
 * ``submitted``: when it was submitted (ISO 8601, UTC): the newest modification time of its files;
@@ -17,7 +17,7 @@ student's record and keeps everyone else's. Its fields (``format`` 2):
 The key hashes everything that can change a score:
 
 * ``submission``: everything a submission is: the notebook's bytes and, for a lab with support
-  files (lab 4's ``cpp/``), every file of those folders next to the notebook (not ``build/``);
+  files (a C++ lab's ``cpp/``), every file of those folders next to the notebook (not ``build/``);
 * ``references``: the lab's reference file;
 * ``grader``: what decides a score: ``util/`` (the declarations and everything the kernel runs),
   the lab's folder and declared modules (its judges included), the grader's comparison and scoring

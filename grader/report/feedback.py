@@ -5,7 +5,7 @@ overrides, a late penalty) when there are any. Hidden checks never reveal the ex
 messages are written that way by :mod:`grader.score`); this module only lays the results out.
 
 Everything that comes from a submission (messages, notes, names) is escaped for where it goes
-(:mod:`grader.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
+(:mod:`grader.report.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
 the grader's own machine (the repository, its scratch folders, the Gradescope layout) are removed
 from what students read: :func:`public`.
 """
@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
-from grader import safe_text
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.report import safe_text
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "
@@ -40,18 +40,18 @@ HIDDEN_NOTE = ("Checks marked *hidden input* call your functions on inputs the n
                "their feedback says where your result differs, not what the expected value is.")
 
 _SCRATCH = re.compile(r"(?:/[^\s/:'\"()]+)*/grade-[\w]+-[\w]+/")
-"""A grader scratch folder (``/tmp/grade-lab4-k2j3/``), wherever the temporary folder is."""
+"""A grader scratch folder (``/tmp/grade-labN-k2j3/``), wherever the temporary folder is."""
 
 
 def _grader_roots() -> list[str]:
-    from grader.run import REPO
+    from grader import REPO
     return [str(REPO), tempfile.gettempdir(), str(Path.home())]
 
 
 def strip_paths(text: str, roots: Iterable[Path | str] = ()) -> str:
     """``text`` without the grader's absolute paths: a scratch folder, the repository, the temporary
     folder, the home folder and ``roots`` are cut from every path they start, so
-    ``/tmp/grade-lab4-x1/cpp/analysis.cpp:12`` reads ``cpp/analysis.cpp:12``."""
+    ``/tmp/grade-labN-x1/cpp/analysis.cpp:12`` reads ``cpp/analysis.cpp:12``."""
     text = _SCRATCH.sub("", text)
     for root in sorted({str(r).rstrip("/") for r in (*roots, *_grader_roots()) if str(r).strip("/")},
                        key=len, reverse=True):
@@ -86,8 +86,8 @@ def _changes(overrides: Iterable, late) -> list[tuple[str, str]]:
 
 def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
            roots: Iterable[Path | str] = ()) -> str:
-    """The Markdown feedback for one submission (``overrides``: :class:`grader.overrides.Applied`;
-    ``late``: :class:`grader.late.Late`)."""
+    """The Markdown feedback for one submission (``overrides``: :class:`grader.report.overrides.Applied`;
+    ``late``: :class:`grader.report.late.Late`)."""
     result = public(result, roots)
     md = safe_text.markdown
     changes = _changes(overrides, late)

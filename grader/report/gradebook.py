@@ -30,11 +30,11 @@ from typing import Any
 
 from tabulate import tabulate
 
-from grader import files, safe_text
-from grader.late import Late
-from grader.overrides import Applied
-from grader.results import SubmissionResult
-from grader.roster import Student
+from grader.report import files, safe_text
+from grader.report.late import Late
+from grader.report.overrides import Applied
+from grader.report.results import SubmissionResult
+from grader.report.roster import Student
 
 FULL, PARTIAL, ERRORS, UNGRADED, NOT_SUBMITTED = "full marks", "partial", "errors", "ungraded", "not submitted"
 STATUSES = (FULL, PARTIAL, ERRORS, UNGRADED, NOT_SUBMITTED)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from grader import files, safe_text
-from grader.results import SubmissionResult
+from grader.report import files, safe_text
+from grader.report.results import SubmissionResult
 
 HEADERS = ["lab", "task", "title", "submissions", "mean", "max", "full marks", "pass rate %",
            "most common failure", "count"]

@@ -3,7 +3,7 @@
 Every class-level output is built here from the records (``grading.json``) in the gradebook
 folder, never from one run's results alone: grading one student again replaces that student's
 row and keeps everyone else's. :func:`build` reads the records and the class settings (roster,
-overrides, deadlines and extensions, late policy: :mod:`grader.settings`) into rows;
+overrides, deadlines and extensions, late policy: :mod:`grader.report.settings`) into rows;
 :func:`write` writes the gradebooks, ``statistics.csv``, every student's ``feedback.md`` and
 ``feedback.html``, and the class report ``report.html``. ``grade`` calls both at the end of every
 run; ``python -m grader report`` calls them alone (after editing ``overrides.csv``, say).
@@ -18,10 +18,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from grader import class_report, feedback, files, gradebook, late, overrides, resume, roster, stats
-from grader.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
-from grader.resume import Previous
-from grader.settings import Settings
+from grader.grade import resume
+from grader.grade.resume import Previous
+from grader.report import class_report, feedback, files, gradebook, late, overrides, roster, stats
+from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
+from grader.report.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class Book:
 
 def _lab_order(lab: str) -> tuple[int, str]:
     try:
-        from util.tasks import LABS
+        from util.labs import LABS
         names = list(LABS)
     except ImportError:  # pragma: no cover - the registry always imports in the course
         names = []
@@ -172,7 +173,7 @@ def main(*, out: Path, feedback_dir: Path | None = None, settings: dict | None =
     0 when written, 1 when written with problems in the instructor's files, 2 when there is nothing."""
     import sys
 
-    from grader import safe_text
+    from grader.report import safe_text
 
     try:
         class_settings = Settings.load(out).updated(**(settings or {}))

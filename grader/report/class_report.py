@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from grader import files, safe_text
-from grader.gradebook import ERRORS, FULL, NOT_SUBMITTED, PARTIAL, STATUSES, UNGRADED, Row
+from grader.report import files, safe_text
+from grader.report.gradebook import ERRORS, FULL, NOT_SUBMITTED, PARTIAL, STATUSES, UNGRADED, Row
 
 h = safe_text.html
 
@@ -135,7 +135,7 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
 
 
 def render(book) -> str:
-    """The whole page for a :class:`grader.classbook.Book`."""
+    """The whole page for a :class:`grader.report.classbook.Book`."""
     labs = list(dict.fromkeys(r.lab for r in book.rows))
     now = datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M %Z")
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Class report</title>"

@@ -12,13 +12,13 @@ A roster is a CSV file with a header row. Columns (any order; names are case-ins
                         (``submissions/alice/``, ``submissions/*_1234_*``). A submission belongs to
                         the student when its path, or a folder it is in, matches. Empty: a submission
                         belongs to the student when a folder or file on its path is named like the
-                        ``student_id`` (``submissions/s1234/lab1.ipynb``).
+                        ``student_id`` (``submissions/s1234/labN.ipynb``).
 ``section``             optional (Canvas's "Section")
 ``login_id``            optional (Canvas's "SIS Login ID"; default: the email)
 ``canvas_id``           optional (Canvas's own numeric user "ID", the surest match on import)
 ======================  ==========================================================================
 
-Students who submitted nothing are rows of the exports all the same (:mod:`grader.export`).
+Students who submitted nothing are rows of the exports all the same (:mod:`grader.report.export`).
 """
 from __future__ import annotations
 

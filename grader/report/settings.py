@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from grader import files
-from grader.late import Policy, parse_time
+from grader.report import files
+from grader.report.late import Policy, parse_time
 
 FILE = "class.json"
 """Where the settings live in the gradebook folder."""
@@ -27,15 +27,15 @@ class Settings:
     """What a class's gradebook is built with (every path absolute)."""
 
     roster: str | None = None
-    """The roster CSV (:mod:`grader.roster`)."""
+    """The roster CSV (:mod:`grader.report.roster`)."""
     overrides: str | None = None
-    """The overrides CSV (:mod:`grader.overrides`)."""
+    """The overrides CSV (:mod:`grader.report.overrides`)."""
     extensions: str | None = None
-    """The extensions CSV (:mod:`grader.late`)."""
+    """The extensions CSV (:mod:`grader.report.late`)."""
     deadlines: dict[str, str] = field(default_factory=dict)
     """Lab name -> deadline (ISO 8601)."""
     late_policy: str = "flag"
-    """``flag`` or ``P%/day`` (:class:`grader.late.Policy`)."""
+    """``flag`` or ``P%/day`` (:class:`grader.report.late.Policy`)."""
 
     @classmethod
     def load(cls, out: Path) -> "Settings":
@@ -62,7 +62,7 @@ class Settings:
             for item in deadlines:
                 lab, sep, when = item.partition("=")
                 if not sep or not lab.strip():
-                    raise ValueError(f"--deadline {item!r}: write LAB=TIME, e.g. lab1=2025-03-07T23:59 (or LAB=none)")
+                    raise ValueError(f"--deadline {item!r}: write LAB=TIME, e.g. labN=2025-03-07T23:59 (or LAB=none)")
                 if when.strip().lower() == NONE:
                     merged.pop(lab.strip(), None)
                 else:
@@ -77,7 +77,7 @@ class Settings:
         return Policy.parse(self.late_policy)
 
     def describe(self) -> str:
-        """One line for the log, e.g. ``roster roster.csv; deadlines lab1 2025-03-07T23:59+01:00; ...``."""
+        """One line for the log, e.g. ``roster roster.csv; deadlines labN 2025-03-07T23:59+01:00; ...``."""
         parts = [f"{name} {value}" for name, value in (("roster", self.roster), ("overrides", self.overrides),
                                                        ("extensions", self.extensions)) if value]
         if self.deadlines:

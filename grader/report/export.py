@@ -9,7 +9,7 @@ ID``, ``SIS Login ID``, ``Section``, then one column per lab, and a ``Points Pos
 finds each student by ``ID`` (its own user id: roster ``canvas_id``), else ``SIS User ID``
 (``student_id``), else ``SIS Login ID`` (``login_id``, else ``email``), else the name. A lab column
 named ``Title (1234)`` updates Canvas assignment 1234; another title creates a new assignment
-(``--column lab1="Lab 1 (1234)"`` names it).
+(``--column labN="Lab N (1234)"`` names it).
 
 **Moodle** (Grades > Import > CSV file): ``ID number``, ``Email address``, ``Full name``, then per
 lab a grade column and a feedback column. On import, identify users by email address (or ID
@@ -30,9 +30,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import classbook, files, gradebook, safe_text
-from grader.gradebook import NOT_SUBMITTED, UNGRADED, Row
-from grader.settings import Settings
+from grader.report import classbook, files, gradebook, safe_text
+from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Row
+from grader.report.settings import Settings
 
 FORMATS = ("canvas", "moodle", "csv")
 MISSING = ("zero", "blank")
@@ -48,8 +48,8 @@ class Export:
 
 
 def column_names(labs: list[str], given: dict[str, str]) -> dict[str, str]:
-    """Lab -> the LMS column it goes in: as given (``--column``), else ``lab1: <the lab's title>``."""
-    from util.tasks import LABS
+    """Lab -> the LMS column it goes in: as given (``--column``), else ``labN: <the lab's title>``."""
+    from util.labs import LABS
 
     return {lab: given.get(lab) or (f"{lab}: {LABS[lab].title}" if lab in LABS else lab) for lab in labs}
 
@@ -156,7 +156,7 @@ def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[st
         given = dict(c.split("=", 1) for c in columns or ())
     except ValueError as exc:
         print(f"grader: {exc}" if "=" in str(exc) or "deadline" in str(exc) else
-              f"grader: --column: write LAB=NAME, e.g. lab1='Lab 1 (1234)' ({exc})", file=sys.stderr)
+              f"grader: --column: write LAB=NAME, e.g. labN='Lab N (1234)' ({exc})", file=sys.stderr)
         return 2
     book = classbook.build(out, class_settings)
     if not book.rows:

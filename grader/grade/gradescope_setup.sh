@@ -35,7 +35,7 @@ python311() {  # the path of the first Python 3.11 on PATH that can make a virtu
     return 1
 }
 
-step "system packages: bubblewrap (the sandbox), g++ cmake make (lab 4 builds C++)"
+step "system packages: bubblewrap (the sandbox), g++ cmake make (C++ labs)"
 apt-get update -q || fail "apt-get update: the image build needs the network to install packages"
 apt-get install -y -q --no-install-recommends bubblewrap g++ cmake make ca-certificates \
     || fail "apt-get install bubblewrap g++ cmake make: see the messages above"

@@ -1,9 +1,9 @@
 """Late submissions: a deadline per lab, extensions per student, and the class's late policy.
 
-* A **deadline** is given per lab (``--deadline lab1=2025-03-07T23:59``; ISO 8601, with a UTC
+* A **deadline** is given per lab (``--deadline labN=2025-03-07T23:59``; ISO 8601, with a UTC
   offset or in the grading machine's local time).
 * A submission's **time** is the modification time of its file (of its newest file, for a folder
-  submission such as lab 4's): copy submissions with their times kept (``cp -p``, ``unzip``,
+  submission with support files): copy submissions with their times kept (``cp -p``, ``unzip``,
   ``rsync -t``), or set them with ``touch -d``.
 * An **extension** file (CSV: ``student,lab,days,until,reason``) moves a student's deadline:
   ``student`` is a roster ``student_id``/email or a submission's name; ``lab`` empty means every

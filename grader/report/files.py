@@ -3,7 +3,7 @@
 A reader (a spreadsheet, a browser, a grader run at the same time) sees the old file or the new
 one, never half of one. Every file gets the mode an ordinary ``open()`` would give it (0644 under
 the usual umask 022), the same for every result file: a temporary file's 0600 is never kept.
-CSV cells go through :func:`grader.safe_text.csv_cell`: numbers stay numbers, text that a
+CSV cells go through :func:`grader.report.safe_text.csv_cell`: numbers stay numbers, text that a
 spreadsheet would run as a formula is neutralised.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-from grader import safe_text
+from grader.report import safe_text
 
 
 def file_mode() -> int:
@@ -46,7 +46,7 @@ def write_text(path: Path, text: str) -> Path:
 
 
 def csv_text(headers: list[str], rows: Iterable[Iterable[Any]]) -> str:
-    """A CSV document; every cell made safe for a spreadsheet (:func:`grader.safe_text.csv_cell`)."""
+    """A CSV document; every cell made safe for a spreadsheet (:func:`grader.report.safe_text.csv_cell`)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([safe_text.csv_cell(h) for h in headers])
