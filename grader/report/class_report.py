@@ -25,7 +25,9 @@ body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 72rem
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
-figure { display: inline-block; margin: 0 1.5rem 1rem 0; } figcaption { color: #555; font-size: 0.9rem; }
+.plots { display: flex; flex-wrap: wrap; gap: 1rem 2rem; align-items: flex-end; }
+figure { flex: 1 1 24rem; max-width: 36rem; margin: 0 0 1rem; } figure img { width: 100%; }
+figcaption { color: #555; font-size: 0.9rem; } td.rate { white-space: nowrap; }
 .bar { display: inline-block; height: 0.7rem; background: #4c78a8; vertical-align: middle; }
 .full-marks { color: #1a7f37; } .partial { color: #9a6700; } .errors, .ungraded { color: #b42318; }
 .not-submitted { color: #777; }
@@ -73,15 +75,15 @@ def pass_rates(task_stats: list, lab: str) -> str:
     """PNG (base64) of each task's pass rate, as horizontal bars."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(5.2, 0.45 * len(task_stats) + 1.2))
+    figure = Figure(figsize=(5.6, 0.45 * len(task_stats) + 1.2))
     axes = figure.add_subplot()
-    labels = [f"{s.task_id} {s.title[:28]}" for s in task_stats][::-1]
+    labels = [f"{s.task_id} {s.title if len(s.title) <= 24 else s.title[:23] + '…'}" for s in task_stats][::-1]
     rates = [100 * s.pass_rate for s in task_stats][::-1]
     axes.barh(labels, rates, color="#4c78a8")
     for y, rate in enumerate(rates):
         axes.text(min(rate + 1, 88), y, f"{rate:.0f}%", va="center", fontsize=8)
     axes.set_xlim(0, 100)
-    axes.set_xlabel("submissions with every point of the task (%)")
+    axes.set_xlabel("% of submissions with every point")
     axes.set_title(f"{lab}: pass rate per task")
     figure.tight_layout()
     return _png(figure)
@@ -101,18 +103,22 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
                + (f"; mean {statistics.mean(percents):.1f}%, median {statistics.median(percents):.1f}%" if percents else "")
                + "; " + ", ".join(f"{counts[s]} {s}" for s in (FULL, PARTIAL, ERRORS, UNGRADED)) + f"; {late} late")
     parts = [f"<section id=\"{h(lab)}\"><h2>{h(lab)}</h2>", f"<p class=\"summary\">{h(summary)}</p>"]
+    plots = []
     if graded:
-        parts.append(f"<figure><img class=\"plot\" alt=\"{h(lab)} score distribution\" "
+        plots.append(f"<figure><img class=\"plot\" alt=\"{h(lab)} score distribution\" "
                      f"src=\"data:image/png;base64,{histogram(graded, lab)}\"><figcaption>How the scores spread "
                      "(stacked by status)</figcaption></figure>")
     if task_stats:
-        parts.append(f"<figure><img class=\"plot\" alt=\"{h(lab)} pass rate per task\" "
+        plots.append(f"<figure><img class=\"plot\" alt=\"{h(lab)} pass rate per task\" "
                      f"src=\"data:image/png;base64,{pass_rates(task_stats, lab)}\"><figcaption>Pass rate per task"
                      "</figcaption></figure>")
+    if plots:
+        parts.append("<div class=\"plots\">" + "".join(plots) + "</div>")
+    if task_stats:
         parts.append("<table class=\"tasks\"><tr><th>task</th><th>title</th><th>mean</th><th>max</th>"
                      "<th>pass rate</th><th>most common failure</th><th>count</th></tr>" + "".join(
                          f"<tr><td>{h(s.task_id)}</td><td>{h(s.title)}</td><td class=\"num\">{s.mean:.2f}</td>"
-                         f"<td class=\"num\">{s.max_score:g}</td><td><span class=\"bar\" style=\"width:"
+                         f"<td class=\"num\">{s.max_score:g}</td><td class=\"rate\"><span class=\"bar\" style=\"width:"
                          f"{4 * s.pass_rate:.2f}rem\"></span> {100 * s.pass_rate:.0f}%</td>"
                          f"<td>{h(s.common_failure, 400)}</td><td class=\"num\">{s.common_failure_count}</td></tr>"
                          for s in task_stats) + "</table>")
@@ -125,7 +131,7 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
         link = f"<a href=\"{quote(r.submission)}/feedback.html\">{name}</a>" if r.submission else "-"
         student = (f"<td>{h(r.student.name or r.student.student_id) if r.student else ''}</td>"
                    if with_students else "")
-        body.append(f"<tr class=\"{_cls(r.status)}\"><td>{link}</td>{student}<td class=\"num\">{r.total:g}</td>"
+        body.append(f"<tr><td>{link}</td>{student}<td class=\"num\">{r.total:g}</td>"
                     f"<td class=\"num\">{r.max_score:g}</td><td class=\"num\">{r.percent:g}</td>"
                     f"<td class=\"{_cls(r.status)}\">{h(r.status)}</td>"
                     f"<td>{f'{r.late.days} d, -{r.late.penalty:g}' if r.late and r.late.days else ''}</td>"

@@ -2,7 +2,8 @@
 
 For instructors: a task most of the class fails for the same reason is usually a task (or a
 reference) to look at, not a class to blame. The statistics describe the autograder's judgement:
-they count every graded submission once, before manual overrides and late penalties.
+they count every graded submission once, before manual overrides and late penalties; submissions
+that could not be graded at all (status ``ungraded``) are left out.
 
 Failures are grouped by their kind: the status, the check, and the message with its numbers
 masked (so "expected 9,216 found 18,432" and "expected 9,216 found 4,608" are one kind). The
