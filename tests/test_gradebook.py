@@ -180,3 +180,19 @@ def test_the_terminal_gradebook_has_one_table_per_lab():
     first, second = gradebook.render(rows).split("\n\n")
     assert first.splitlines()[0] == "lab9" and "8.1" not in first
     assert second.splitlines()[0] == "lab8" and second.splitlines()[3].split() == ["bob", "0", "0", "4", "0", "partial"]
+
+
+def test_the_report_command_applies_and_remembers_the_settings(tmp_path, capsys):
+    from grader import cli
+    store(tmp_path, "late", result("lab9", {"9.1": 5, "9.2": 5}), submitted="2025-03-09T10:00:00+00:00")
+    assert cli.main(["report", "--out", str(tmp_path), "--deadline", "lab9=2025-03-07T23:59:00+00:00",
+                     "--late-policy", "10%/day"]) == 0
+    assert "late policy 10% of the lab's points per day late" in capsys.readouterr().out
+    assert _rows(tmp_path / "gradebook.csv")[0]["total"] == "8"
+    assert cli.main(["report", "--out", str(tmp_path)]) == 0  # remembered
+    assert _rows(tmp_path / "gradebook.csv")[0]["total"] == "8"
+    assert cli.main(["report", "--out", str(tmp_path), "--late-policy", "flag"]) == 0
+    assert _rows(tmp_path / "gradebook.csv")[0]["total"] == "10"
+    assert cli.main(["report", "--out", str(tmp_path), "--late-policy", "lots"]) == 2
+    assert "write 'flag'" in capsys.readouterr().err
+    assert cli.main(["report", "--out", str(tmp_path / "empty")]) == 2
