@@ -29,7 +29,6 @@ from grader.execute.limits import Limits
 from grader.grade.submission import _unreadable, grade_submission
 from grader.judge import references
 from grader.report import feedback
-from util import labs
 from util.answers import write_json
 from util.contract import Lab
 
@@ -65,7 +64,7 @@ def _package_files() -> list[Path]:
     files = [Path("requirements.txt")]
     for folder in ("grader", "util"):
         files += sorted(p.relative_to(REPO) for p in (REPO / folder).rglob("*")
-                        if p.is_file() and "__pycache__" not in p.parts and p.name not in labs.KERNEL_HIDDEN
+                        if p.is_file() and "__pycache__" not in p.parts and p.name != "mistakes.py"
                         and p.relative_to(REPO).parts[:2] not in (("grader", "examples"), ("grader", "references")))
     return files
 
