@@ -6,7 +6,7 @@ Subpackages by what they do (as otter-grader groups by verb):
   (``kernel``, ``scratch``, ``sandbox``, ``limits``, ``watchdog``, ``output``);
 * ``judge/``: turn what a run exported into points (``compare``, ``score``, ``artifacts``: the
   grader-side checks of saved files, ``references``: the expected answers);
-* ``report/``: results, feedback, the gradebook and class statistics;
+* ``report/``: results, feedback, the class's gradebooks, statistics, report page and LMS exports;
 * ``grade/``: grade one submission or a whole class (``submission``, ``batch``, ``resume``,
   ``gradescope``);
 * ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``) and

@@ -93,3 +93,9 @@ def test_the_export_command(tmp_path, capsys):
     # without a roster, an LMS export says what it needs
     assert cli.main(["export", "--format", "canvas", "--out", str(tmp_path / "out"), "--roster", "none"]) == 2
     assert "needs a roster" in capsys.readouterr().err
+
+
+def test_a_malformed_column_says_what_to_write(tmp_path, capsys):
+    _class(tmp_path)
+    assert cli.main(["export", "--format", "csv", "--out", str(tmp_path / "out"), "--column", "Lab 9"]) == 2
+    assert "--column 'Lab 9': write LAB=NAME" in capsys.readouterr().err

@@ -23,6 +23,7 @@ from grader.grade.resume import Previous
 from grader.report import class_report, feedback, files, gradebook, late, overrides, roster, stats
 from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
 from grader.report.settings import Settings
+from util.labs import LABS
 
 
 @dataclass(frozen=True)
@@ -44,11 +45,8 @@ class Book:
 
 
 def _lab_order(lab: str) -> tuple[int, str]:
-    try:
-        from util.labs import LABS
-        names = list(LABS)
-    except ImportError:  # pragma: no cover - the registry always imports in the course
-        names = []
+    """Course order (the registry's), then labs it does not know (a test lab, ``unknown``) by name."""
+    names = list(LABS)
     return (names.index(lab), lab) if lab in names else (len(names), lab)
 
 

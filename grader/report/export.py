@@ -151,12 +151,15 @@ def _comment(row: Row | None, max_score: float) -> str:
 def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[str] | None = None,
          missing: str = "zero", file: Path | None = None, settings: dict | None = None) -> int:
     """``python -m grader export``: 0 written, 1 written with problems to look at, 2 nothing written."""
+    bad = [c for c in columns or () if "=" not in c or not c.split("=", 1)[0].strip()]
+    if bad:
+        print(f"grader: --column {bad[0]!r}: write LAB=NAME, e.g. labN='Lab N (1234)'", file=sys.stderr)
+        return 2
+    given = {lab.strip(): name.strip() for lab, name in (c.split("=", 1) for c in columns or ())}
     try:
         class_settings = Settings.load(out).updated(**(settings or {}))
-        given = dict(c.split("=", 1) for c in columns or ())
     except ValueError as exc:
-        print(f"grader: {exc}" if "=" in str(exc) or "deadline" in str(exc) else
-              f"grader: --column: write LAB=NAME, e.g. labN='Lab N (1234)' ({exc})", file=sys.stderr)
+        print(f"grader: {exc}", file=sys.stderr)
         return 2
     book = classbook.build(out, class_settings)
     if not book.rows:

@@ -191,7 +191,7 @@ def render(rows: list[Row]) -> str:
         body = []
         for r in lab_rows:
             by_id = {c.task_id: c for c in r.cells}
-            name = r.submission or f"({r.student.student_id})" if r.student else r.submission
+            name = r.submission or (f"({r.student.student_id})" if r.student else "")
             body.append([safe_text.terminal(name, safe_text.LIMIT_NAME)]
                         + [f"{by_id[t].score:g}" if t in by_id else "" for t in task_ids]
                         + [f"{r.total:g}", f"{r.max_score:g}", f"{r.percent:g}",
