@@ -208,6 +208,27 @@ def image_files(target: str, dockerfile: Path = DOCKERFILE, context: Path = REPO
     return files
 
 
-if __name__ == "__main__":
-    for image_path, source in sorted(image_files(sys.argv[1] if len(sys.argv) > 1 else "student").items()):
+def main(argv: list[str] | None = None) -> int:
+    """``python docker/image_files.py [TARGET]``: one line per file of the image, ``image path  <-  source``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python docker/image_files.py",
+        description="List every file a target of docker/Dockerfile copies into its image, computed from the "
+                    "Dockerfile's COPY lines and .dockerignore, without Docker: one line per file, "
+                    "'image path  <-  repository path'.")
+    parser.add_argument("target", nargs="?", default="student",
+                        help="the Dockerfile stage to list (student or grader; default: %(default)s)")
+    args = parser.parse_args(argv)
+    try:
+        files = image_files(args.target)
+    except (KeyError, ValueError) as exc:
+        print(f"image_files.py: {str(exc).strip(chr(34) + chr(39))}", file=sys.stderr)
+        return 2
+    for image_path, source in sorted(files.items()):
         print(f"{image_path}  <-  {source}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,7 +6,7 @@ Subpackages by what they do (as otter-grader groups by verb):
   (``kernel``, ``scratch``, ``sandbox``, ``limits``, ``watchdog``, ``output``);
 * ``judge/``: turn what a run exported into points (``compare``, ``score``, ``artifacts``: the
   grader-side checks of saved files, ``references``: the expected answers);
-* ``report/``: results, feedback, the gradebook and class statistics;
+* ``report/``: results, feedback, the class's gradebooks, statistics, report page and LMS exports;
 * ``grade/``: grade one submission or a whole class (``submission``, ``batch``, ``resume``,
   ``gradescope``);
 * ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``) and
@@ -19,3 +19,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 """The course repository's root (the kernel imports this repository's ``util``)."""
+
+__version__ = "0.2.0"
+"""The grader's version (``python -m grader --version``); pyproject.toml reads it from here."""

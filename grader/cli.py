@@ -1,56 +1,139 @@
-"""Command line: ``python -m grader {grade,check,build,regen,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,check,build,regen,gradescope,autograde}``.
 
-This module only parses arguments."""
+This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
+(a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
+folder), the limits (``--timeout``, ``--cell-timeout``, ``--memory``, ...) and the class settings
+(``--roster``, ``--overrides``, ``--extensions``, ``--deadline``, ``--late-policy``).
+"""
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
+from grader import __version__
 from grader.execute.limits import Limits, parse_size
 from util.labs import LABS, get_lab
+
+GRADEBOOK = Path("build/gradebook")
+"""The default gradebook folder."""
 
 
 def _labs(name: str | None):
     return [get_lab(name)] if name else list(LABS.values())
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m grader", description="Autograder for the course's labs.")
-    sub = p.add_subparsers(dest="command", required=True)
+def _sub(sub, name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_text, description=description)
 
-    g = sub.add_parser("grade", help="grade submitted notebooks and print the gradebook")
-    g.add_argument("paths", nargs="+", type=Path, help="notebooks, or folders to search for .ipynb files")
-    g.add_argument("--out", type=Path, default=Path("build/gradebook"), help="where results go (default: %(default)s)")
-    g.add_argument("--lab", choices=list(LABS), help="grade against this lab (default: read from each notebook)")
-    g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
-    g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                   help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
-    g.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
+
+def _lab_flag(p: argparse.ArgumentParser, help_text: str, **kwargs) -> None:
+    p.add_argument("--lab", choices=list(LABS), help=help_text, **kwargs)
+
+
+def _limit_flags(p: argparse.ArgumentParser) -> None:
+    """The per-submission limits: the same flags for grade, gradescope and autograde."""
+    g = p.add_argument_group("limits (per submission)")
     g.add_argument("--timeout", "--notebook-timeout", dest="notebook_timeout", type=int, metavar="S",
-                   help="seconds per notebook (default: the lab's, 900)")
+                   help="seconds for the whole notebook, hidden cases included (default: the lab's, 900)")
+    g.add_argument("--cell-timeout", type=int, metavar="S", help="seconds for one cell (default: the lab's, 300)")
     g.add_argument("--memory", type=parse_size, default=Limits.memory, metavar="SIZE",
-                   help="memory for one submission, all its processes together, e.g. 4G (default: 4G)")
+                   help="memory for all its processes together, e.g. 4G (default: 4G)")
     g.add_argument("--procs", type=int, default=Limits.procs, metavar="N",
-                   help="processes one submission may run at once (default: %(default)s)")
+                   help="processes it may run at once (default: %(default)s)")
     g.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE",
-                   help="largest file a submission may write, and its /tmp (default: 1G)")
+                   help="largest file it may write, and the size of its /tmp (default: 1G)")
     g.add_argument("--disk", type=parse_size, default=Limits.disk, metavar="SIZE",
-                   help="files a submission may keep in its scratch folder, in all (default: 4G)")
+                   help="files it may keep in its scratch folder, in all (default: 4G)")
     g.add_argument("--max-output", type=parse_size, default=Limits.output, metavar="SIZE",
                    help="printed output kept per cell; the rest is dropped, never graded (default: 1M)")
+
+
+def _limits(args) -> Limits:
+    return Limits(notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout, memory=args.memory,
+                  procs=args.procs, fsize=args.fsize, disk=args.disk, output=args.max_output)
+
+
+def _class_flags(p: argparse.ArgumentParser) -> None:
+    """The class settings: the same flags for grade, report and export (remembered in OUT/class.json)."""
+    g = p.add_argument_group("class settings (remembered in OUT/class.json for later runs; 'none' removes one)")
+    g.add_argument("--roster", metavar="CSV",
+                   help="students: student_id, name, email, submission (a path or pattern), optional section, "
+                        "login_id, canvas_id")
+    g.add_argument("--overrides", metavar="CSV",
+                   help="manual points: student, task, points, reason (applied on every run, shown in feedback)")
+    g.add_argument("--extensions", metavar="CSV",
+                   help="deadline extensions: student, lab (empty: all), days or until, reason")
+    g.add_argument("--deadline", action="append", metavar="LAB=TIME",
+                   help="a lab's deadline, ISO 8601, e.g. labN=2025-03-07T23:59 (repeat per lab)")
+    g.add_argument("--late-policy", metavar="POLICY",
+                   help="'flag' (mark late submissions) or 'P%%/day' (take P%% of the lab's points per day "
+                        "late, e.g. 10%%/day); default flag")
+
+
+def _settings(args) -> dict:
+    return {"roster": args.roster, "overrides": args.overrides, "extensions": args.extensions,
+            "deadlines": args.deadline, "late_policy": args.late_policy}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m grader",
+        description="The course's autograder: grade students' notebooks, report and export the grades, "
+                    "build the student copies of the labs and their reference answers.",
+        epilog="Run `python -m grader COMMAND --help` for a command's flags. The README's sections "
+               "'For instructors' and 'For TAs' show them at work.")
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    g = _sub(sub, "grade", "grade submitted notebooks; write and print the gradebook",
+             "Grade every submission under PATHS into the gradebook folder (--out): per submission its "
+             "results, feedback and record; for the class, the gradebooks, statistics and report.html, built "
+             "from every result the folder holds. Submissions graded before under the same inputs are kept "
+             "(--force regrades them).")
+    g.add_argument("paths", nargs="+", type=Path, metavar="PATH",
+                   help="notebooks, submission folders, or folders to search for them")
+    g.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
+                   help="the gradebook folder (default: %(default)s)")
+    _lab_flag(g, "grade against this lab (default: read from each notebook)")
+    g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
     g.add_argument("--force", action="store_true",
                    help="regrade every submission, even those already graded against the same inputs")
+    g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
     g.add_argument("--feedback-dir", type=Path, metavar="DIR",
-                   help="also write each student's feedback as DIR/<submission>.md (always in OUT/<submission>/)")
+                   help="also collect each student's feedback as DIR/<submission>.md and .html")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--no-sandbox", action="store_true",
                    help="run kernels without bubblewrap even where it works (limits still apply)")
+    _limit_flags(g)
+    _class_flags(g)
 
-    b = sub.add_parser("build", help="generate labs/ and example submissions from solutions/")
-    b.add_argument("--check", action="store_true", help="fail if generated files are stale; write nothing")
-    b.add_argument("--lab", choices=list(LABS))
-    b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
+    r = _sub(sub, "report", "rebuild the gradebooks, statistics, feedback and report.html, grading nothing",
+             "Rebuild every class-level file of the gradebook folder from the results it holds, with the "
+             "class settings applied: after editing overrides.csv, or to add a roster or a deadline.")
+    r.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
+                   help="the gradebook folder (default: %(default)s)")
+    r.add_argument("--feedback-dir", type=Path, metavar="DIR",
+                   help="also collect each student's feedback as DIR/<submission>.md and .html")
+    _class_flags(r)
+
+    from grader.report.export import FORMATS, MISSING
+    e = _sub(sub, "export", "write the grades as the upload file of an LMS (Canvas, Moodle) or as CSV",
+             "Write OUT/export_<format>.csv: one row per student on the roster, including students who "
+             "submitted nothing, one column per lab (total after overrides and late penalties). Canvas: "
+             "Grades > Import; Moodle: Grades > Import > CSV file (identify users by email address).")
+    e.add_argument("--format", required=True, choices=FORMATS, help="the LMS the file is for")
+    e.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
+                   help="the gradebook folder to export (default: %(default)s)")
+    e.add_argument("--file", type=Path, metavar="CSV", help="write here instead of OUT/export_<format>.csv")
+    e.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+    e.add_argument("--column", action="append", metavar="LAB=NAME",
+                   help="the LMS column of a lab, e.g. labN='Lab N (1234)' for Canvas assignment 1234 "
+                        "(default: 'labN: <the lab's title>')")
+    e.add_argument("--missing", choices=MISSING, default="zero",
+                   help="the grade of a student with no submission: zero, or blank (no grade); default zero")
+    _class_flags(e)
 
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
     c.add_argument("paths", nargs="+", type=Path, metavar="NOTEBOOK", help="notebooks to check")
@@ -58,23 +141,35 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     c.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
 
-    for name, help_text in (("gradescope", "build a lab's Gradescope autograder zip"),
-                            ("autograde", "grade $GRADESCOPE_ROOT/submission into results/results.json "
-                                          "(run_autograder calls this)")):
-        a = sub.add_parser(name, help=help_text)
-        a.add_argument("--lab", choices=list(LABS), required=True)
-        if name == "gradescope":
-            a.add_argument("--out", type=Path, help="the zip to write (default: build/autograder_<lab>.zip)")
-        else:
-            a.add_argument("--root", type=Path, help="instead of $GRADESCOPE_ROOT or /autograder")
-        a.add_argument("--memory", type=parse_size, default=Limits.memory, metavar="SIZE",
-                       help="memory per submission (default: 4G; keep it under the Gradescope machine's)")
-        a.add_argument("--procs", type=int, default=Limits.procs, metavar="N")
-        a.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE")
+    b = _sub(sub, "build", "generate labs/ and the example submissions from solutions/",
+             "Replace each solution region of solutions/ with a stub to make labs/, and apply each declared "
+             "mistake to make grader/examples/.")
+    b.add_argument("--check", action="store_true", help="fail if generated files are stale; write nothing")
+    _lab_flag(b, "only this lab (default: every lab)")
+    b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
 
-    r = sub.add_parser("regen", help="regenerate reference answers by running the solutions")
-    r.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
-    r.add_argument("--lab", choices=list(LABS))
+    rg = _sub(sub, "regen", "regenerate reference answers by running the solutions",
+              "Run each lab's solution twice and write grader/references/<lab>.json when both runs agree "
+              "(--check: verify the committed references are fresh, writing nothing).")
+    rg.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
+    _lab_flag(rg, "only this lab (default: every lab)")
+
+    gs = _sub(sub, "gradescope", "build a lab's Gradescope autograder zip",
+              "Write a Gradescope autograder zip for one lab: setup.sh (Python 3.11 in a virtual environment, "
+              "bubblewrap, g++, cmake), run_autograder with the limits given here, the grader, util/ and the "
+              "lab's references. Keep --memory under the Gradescope machine's and --timeout under the "
+              "assignment's autograder timeout.")
+    _lab_flag(gs, "the lab to grade", required=True)
+    gs.add_argument("--out", type=Path, metavar="ZIP", help="the zip to write (default: build/autograder_<lab>.zip)")
+    _limit_flags(gs)
+
+    a = _sub(sub, "autograde", "grade $GRADESCOPE_ROOT/submission into results/results.json "
+                               "(run_autograder calls this)",
+             "What Gradescope's run_autograder runs: grade the submission in <root>/submission and write "
+             "<root>/results/results.json, feedback.md and feedback.html.")
+    _lab_flag(a, "the lab to grade", required=True)
+    a.add_argument("--root", type=Path, metavar="DIR", help="instead of $GRADESCOPE_ROOT or /autograder")
+    _limit_flags(a)
     return p
 
 
@@ -82,24 +177,27 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
         from grader.grade import batch
-        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize, disk=args.disk,
-                        output=args.max_output)
         return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
-                          progress=not args.no_progress, cell_timeout=args.cell_timeout,
-                          notebook_timeout=args.notebook_timeout, jobs=args.jobs, limits=limits,
-                          force=args.force, feedback_dir=args.feedback_dir,
-                          sandbox=False if args.no_sandbox else None)
+                          progress=not args.no_progress, jobs=args.jobs, limits=_limits(args), force=args.force,
+                          feedback_dir=args.feedback_dir, sandbox=False if args.no_sandbox else None,
+                          settings=_settings(args))
+    if args.command == "report":
+        from grader.report import classbook
+        return classbook.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))
+    if args.command == "export":
+        from grader.report import export
+        return export.main(out=args.out, fmt=args.format, labs=args.lab, columns=args.column,
+                           missing=args.missing, file=args.file, settings=_settings(args))
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
                               notebook_timeout=args.notebook_timeout)
     if args.command in ("gradescope", "autograde"):
         from grader.grade import gradescope
-        limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize)
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
-            return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=limits)
-        return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=limits)
+            return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args))
+        return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
     if args.command == "build":
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

@@ -81,7 +81,7 @@ def test_feedback_lists_each_check_with_a_hint_per_problem():
                                           status="timeout", notes=("cell 4 was\nstill running",)))
     assert "**Score: 5 / 8**" in text
     assert "| answer | 5/5 | passed | correct |" in text
-    assert "| big@1x3 (hidden input) | 0/3 | failed | result['total'] differs |" in text
+    assert "| big@1x3 (hidden input) | 0/3 | failed | result\\['total'\\] differs |" in text  # Markdown-escaped
     assert f"*Hint (failed):* {feedback.HINTS['failed']}" in text
     assert "- cell 4 was still running" in text and "did not run to the end (timeout)" in text
 
@@ -93,7 +93,7 @@ def test_statistics_group_failures_that_differ_only_in_numbers():
                                                  ("d", "failed", 0, "expected 4 found 5")]]
     [task] = stats.compute(results)
     assert (task.submissions, task.mean, task.pass_rate) == (4, 1.25, 0.25)
-    assert (task.common_failure, task.common_failure_count) == ("error: answer: cell N raised KeyError", 2)
+    assert (task.common_failure, task.common_failure_count) == ("error: answer: cell 3 raised KeyError", 2)
 
 
 ORPHAN = """

@@ -152,15 +152,22 @@ def check(lab: Lab, *, rerun: bool = True) -> list[str]:
 
 def main(*, labs: list[Lab], check_only: bool = False) -> int:
     """``python -m grader regen``: rewrite (or with ``check_only`` verify) the references."""
+    import time
+
     status = 0
     for lab in labs:
         if not lab.tasks:
             continue
+        start = time.monotonic()
+        print(f"regen{' --check' if check_only else ''}: {lab.name}: running the solution "
+              f"{'once' if check_only else 'twice'} (a few seconds to a minute or two each)...",
+              file=sys.stderr, flush=True)
         if check_only:
             reasons = check(lab)
             for reason in reasons:
                 print(f"regen --check: {lab.name}: {reason}", file=sys.stderr)
-            print(f"regen --check: {lab.name}: " + ("STALE" if reasons else "fresh"))
+            print(f"regen --check: {lab.name}: " + ("STALE" if reasons else "fresh")
+                  + f" ({time.monotonic() - start:.0f} s)")
             status |= bool(reasons)
             continue
         try:
@@ -169,7 +176,7 @@ def main(*, labs: list[Lab], check_only: bool = False) -> int:
             print(f"regen: {exc}", file=sys.stderr)
             status = 1
             continue
-        print(f"wrote {report.path.relative_to(REPO)}"
+        print(f"wrote {report.path.relative_to(REPO)} ({time.monotonic() - start:.0f} s)"
               + (f"; {len(report.changed)} values changed:" if report.changed else "; no value changed"))
         for line in report.changed[:20]:
             print(f"  {line}")

@@ -1,52 +1,61 @@
 """Gradescope: build a lab's autograder zip, and the ``run_autograder`` side that grades one submission.
 
 ``python -m grader gradescope --lab labN --out build/autograder_labN.zip`` writes a zip with
-``setup.sh`` (installs bubblewrap and the pinned Python packages), ``run_autograder``, the grader,
-``util/`` and the lab's references. It holds no solutions and no example submissions.
+``setup.sh`` (bubblewrap, g++, cmake, and a Python 3.11 virtual environment at ``/autograder/venv``
+with the pinned requirements, or a build that fails saying why: see ``gradescope_setup.sh``),
+``run_autograder``, the grader, ``util/`` and the lab's references. It holds no solutions and no
+example submissions. The limits given to ``gradescope`` (time, memory, processes, files, output)
+are written into ``run_autograder``.
 
-On Gradescope, ``run_autograder`` runs ``python3 -m grader autograde --lab labN``, which grades the
-notebook in ``/autograder/submission`` and writes ``/autograder/results/results.json``. The root
-``/autograder`` can be moved with ``$GRADESCOPE_ROOT`` (the tests simulate the layout in a
-temporary folder).
+On Gradescope, ``run_autograder`` runs ``/autograder/venv/bin/python -m grader autograde --lab labN``,
+which grades the notebook in ``/autograder/submission`` and writes
+``/autograder/results/results.json`` (and ``feedback.md`` / ``feedback.html`` beside it). When a
+student uploads several notebooks, one is graded (the one named like the lab's notebook, else the
+first by name) and the results say which, and why. Nothing a student sees names a path of the
+grader's machine. The root ``/autograder`` can be moved with ``$GRADESCOPE_ROOT`` (the tests
+simulate the layout in a temporary folder).
 """
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import REPO
-from grader.execute.limits import Limits, format_size
+from grader.execute.limits import Limits
 from grader.grade.submission import _unreadable, grade_submission
 from grader.judge import references
-from util import labs
+from grader.report import feedback
 from util.answers import write_json
 from util.contract import Lab
 
 ROOT_ENV = "GRADESCOPE_ROOT"
 DEFAULT_ROOT = Path("/autograder")
 
-SETUP = """\
-#!/usr/bin/env bash
-# Gradescope runs this once, as root, when the autograder image is built.
-set -euo pipefail
-cd /autograder/source
-apt-get update
-apt-get install -y --no-install-recommends bubblewrap g++ cmake
-python3 -m pip install --no-cache-dir -r requirements.txt
-"""
+SETUP = Path(__file__).with_name("gradescope_setup.sh")
+"""The zip's ``setup.sh``: a Python 3.11 virtual environment with the pinned requirements, or a loud failure."""
+
+VENV = "/autograder/venv"
+"""Where ``setup.sh`` puts the virtual environment ``run_autograder`` grades with."""
 
 RUN = """\
 #!/usr/bin/env bash
-# Gradescope runs this for every submission: grade /autograder/submission into
-# /autograder/results/results.json (set GRADESCOPE_ROOT to move /autograder, e.g. to test).
+# Gradescope runs this for every submission (from /autograder, where it copies this script): grade
+# $GRADESCOPE_ROOT/submission (default /autograder/submission) into results/results.json, with the
+# virtual environment setup.sh made ($PYTHON overrides it, e.g. to test).
 set -uo pipefail
-cd "$(dirname "$0")"
+ROOT="${{GRADESCOPE_ROOT:-/autograder}}"
+cd "$ROOT/source"
+PYTHON="${{PYTHON:-{venv}/bin/python}}"
+if [ ! -x "$PYTHON" ]; then
+    echo "run_autograder: $PYTHON does not exist: setup.sh did not finish; rebuild the autograder" >&2
+    exit 1
+fi
 export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
-exec "${{PYTHON:-python3}}" -m grader autograde --lab {lab} --memory {memory} --procs {procs} --fsize {fsize}
+exec "$PYTHON" -m grader autograde --lab {lab} {limits}
 """
 
 
@@ -60,6 +69,17 @@ def _package_files() -> list[Path]:
     return files
 
 
+def limit_flags(limits: Limits) -> str:
+    """The ``autograde`` flags that carry ``limits`` (time limits only when set)."""
+    flags = [f"--memory {limits.memory}", f"--procs {limits.procs}", f"--fsize {limits.fsize}",
+             f"--disk {limits.disk}", f"--max-output {limits.output}"]
+    if limits.notebook_timeout:
+        flags.append(f"--timeout {limits.notebook_timeout}")
+    if limits.cell_timeout:
+        flags.append(f"--cell-timeout {limits.cell_timeout}")
+    return " ".join(flags)
+
+
 def build(lab: Lab, out: Path, limits: Limits | None = None) -> Path:
     """Write the autograder zip for ``lab`` to ``out``; returns ``out``."""
     limits = limits or Limits()
@@ -68,8 +88,8 @@ def build(lab: Lab, out: Path, limits: Limits | None = None) -> Path:
         raise FileNotFoundError(f"{ref} does not exist: run `python -m grader regen --lab {lab.name}` first")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP), ("run_autograder", RUN.format(
-                lab=lab.name, memory=limits.memory, procs=limits.procs, fsize=limits.fsize))):
+        for name, text in (("setup.sh", SETUP.read_text(encoding="utf-8")),
+                           ("run_autograder", RUN.format(venv=VENV, lab=lab.name, limits=limit_flags(limits)))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope requires
             archive.writestr(info, text)
@@ -79,12 +99,31 @@ def build(lab: Lab, out: Path, limits: Limits | None = None) -> Path:
     return out
 
 
-def _pick_notebook(submission: Path, lab: Lab) -> Path:
-    """The submitted notebook: the lab's own file name if present, else the only (or first) .ipynb.
-    With none, the folder itself (graded 0, with a message listing what was submitted)."""
+@dataclass(frozen=True)
+class Pick:
+    """Which file of a Gradescope submission is graded, and what the student should be told."""
+
+    path: Path
+    """The notebook graded (or the submission folder itself when it holds none)."""
+    note: str | None
+    """Set when the choice needs saying: several notebooks were uploaded."""
+
+
+def pick_notebook(submission: Path, lab: Lab) -> Pick:
+    """The submitted notebook: the lab's own file name if present, else the only (or first by name)
+    ``.ipynb``; with none, the folder itself (graded 0, with a message listing what was submitted).
+    With several notebooks, the note names them all and the one graded."""
     notebooks = sorted(p for p in submission.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    named = [p for p in notebooks if p.name == lab.notebook]
-    return (named or notebooks or [submission])[0]
+    own_name = Path(lab.notebook).name
+    named = [p for p in notebooks if p.name == own_name]
+    chosen = (named or notebooks or [submission])[0]
+    if len(notebooks) < 2:
+        return Pick(chosen, None)
+    listed = ", ".join(str(p.relative_to(submission)) for p in notebooks)
+    why = f"it is named like the lab's notebook ({own_name})" if named else "it comes first by name"
+    return Pick(chosen, f"you uploaded {len(notebooks)} notebooks ({listed}); only "
+                        f"{chosen.relative_to(submission)} was graded, because {why}. Upload only the "
+                        "notebook you want graded.")
 
 
 def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None) -> dict:
@@ -92,17 +131,20 @@ def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None) 
     root = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
     submission, results = root / "submission", root / "results"
     results.mkdir(parents=True, exist_ok=True)
-    path = _pick_notebook(submission, lab)
+    pick = pick_notebook(submission, lab)
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            result = grade_submission(path, lab, Path(scratch) / "graded", limits=limits)
+            result = grade_submission(pick.path, lab, Path(scratch) / "graded", limits=limits)
         except Exception as exc:  # never leave Gradescope without a results.json
-            result = _unreadable(path, lab, f"the autograder failed ({type(exc).__name__}: {exc}); "
-                                            "tell your instructors")
-        data = result.to_gradescope_dict()
-        feedback = Path(scratch) / "graded" / "feedback.md"
-        if feedback.exists():
-            shutil.copy(feedback, results / "feedback.md")
+            result = _unreadable(pick.path, lab, f"the autograder failed ({type(exc).__name__}: {exc}); "
+                                                 "tell your instructors")
+    if pick.note:
+        result = replace(result, notes=(pick.note, *result.notes))
+    result = feedback.public(result, roots=(submission, root, REPO))
+    title = Path(pick.path).name if pick.path != submission else "your submission"
+    (results / "feedback.md").write_text(feedback.render(title, result), encoding="utf-8")
+    (results / "feedback.html").write_text(feedback.render_html(title, result), encoding="utf-8")
+    data = result.to_gradescope_dict()
     write_json(results / "results.json", data)
     return data
 
@@ -114,8 +156,8 @@ def main_build(*, lab: Lab, out: Path, limits: Limits) -> int:
     except FileNotFoundError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 1
-    print(f"{path}: Gradescope autograder for {lab.name} (memory {format_size(limits.memory)} per "
-          "submission; choose a Gradescope machine with more). Upload it as a zip autograder.")
+    print(f"{path}: Gradescope autograder for {lab.name} ({limits.describe()}; choose a Gradescope machine "
+          "with more memory, and an autograder timeout above the notebook's). Upload it as a zip autograder.")
     return 0
 
 

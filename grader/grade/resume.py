@@ -1,15 +1,29 @@
 """Resumable grading: a submission already graded against the same inputs is not graded again.
 
 Each graded submission's folder gets ``grading.json``, written last (so its presence means the
-other files are complete): the result and the *key* it was graded under. The key hashes
-everything that can change a score:
+other files are complete). It is the record every class-level output is built from (the
+gradebooks, statistics, exports, the class report): a rerun that grades one student rewrites that
+student's record and keeps everyone else's. Its fields (``format`` 2):
 
-* ``notebook``: the submitted file's bytes;
+* ``key``: what the submission was graded under, part by part (below);
+* ``result``: the full result (:meth:`grader.report.results.SubmissionResult.to_dict`);
+* ``source``: the absolute path of what was submitted (a later run that names the same path
+  writes to the same folder, whatever else it grades);
+* ``submitted``: when it was submitted (ISO 8601, UTC): the newest modification time of its files;
+* ``graded``: when it was graded;
+* ``retry``: present (and true) when the grader itself failed: the row is shown, and the next run
+  grades it again.
+
+The key hashes everything that can change a score:
+
+* ``submission``: everything a submission is: the notebook's bytes and, for a lab with support
+  files (a C++ lab's ``cpp/``), every file of those folders next to the notebook (not ``build/``);
 * ``references``: the lab's reference file;
 * ``grader``: what decides a score: ``util/`` (the declarations and everything the kernel runs),
   the lab's folder and declared modules (its judges included), the grader's comparison and scoring
-  modules (``grader/judge/``), and the support folders the lab copies next to the notebook. Changes to
-  the rest of ``grader/`` (the command line, the executor) do not regrade a class: ``--force`` does;
+  modules (``grader/judge/``), and the course's own copy of the lab's support files (``labs/<lab
+  folder>/cpp/``). Changes to the rest of ``grader/`` (the command line, the executor) do not
+  regrade a class: ``--force`` does;
 * ``limits``: the time, memory, process, file-size and output limits.
 
 A rerun skips a submission whose key is unchanged and regrades it when any part changed;
@@ -19,7 +33,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +49,20 @@ from util.contract import Lab
 
 RECORD = "grading.json"
 """File name of the record in each submission's result folder."""
+FORMAT = 2
+"""Version of the record's layout (1 had no ``format``, ``source``, ``submitted`` or ``graded``)."""
+SKIPPED = ("build", "__pycache__", ".ipynb_checkpoints")
+"""Folders of a support folder that are not part of a submission (the grader never copies them)."""
 
 
-def _hash_files(paths: list[Path]) -> str:
+def _hash_files(paths: list[Path], root: Path = REPO) -> str:
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path.relative_to(REPO) if path.is_relative_to(REPO) else path).encode() + b"\0")
-        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
+        digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode() + b"\0")
+        try:
+            digest.update(path.read_bytes() if path.is_file() and not path.is_symlink() else b"<missing>")
+        except OSError as exc:
+            digest.update(f"<unreadable: {exc.__class__.__name__}>".encode())
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -48,30 +71,62 @@ SCORING_MODULES = ("grader/judge",)
 """The grader-side code that turns exports into points."""
 
 
+def _folder_files(root: Path) -> list[Path]:
+    """Every file under ``root`` (or ``root`` itself), links not followed, build products skipped."""
+    if root.is_symlink() or not root.is_dir():
+        return [root]
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED)
+        out += [Path(folder) / f for f in sorted(files)]
+    return out
+
+
+def course_support(lab: Lab) -> list[Path]:
+    """The course's own copy of the lab's support files: ``labs/<the lab's folder>/<support>``."""
+    folder = REPO / "labs" / Path(lab.notebook).parent
+    return [p for name in lab.support for p in _folder_files(folder / name)]
+
+
+def submission_files(path: Path, lab: Lab) -> list[Path]:
+    """Everything a submission is: the notebook and the lab's support folders next to it."""
+    if path.is_dir() and not path.is_symlink():
+        return _folder_files(path)
+    return [path] + [p for name in lab.support for p in _folder_files(path.parent / name)]
+
+
 def _code_files(lab: Lab) -> list[Path]:
     files = sorted((REPO / "util").rglob("*.py"))  # the declarations and everything the kernel runs
     files += labs.source_files(lab)  # the lab's folder (its judges too) and its shared modules
     for module in SCORING_MODULES:
         files += sorted((REPO / module).rglob("*.py"))
-    for folder in getattr(lab, "support", ()) or ():  # folders a lab copies next to the notebook
-        root = Path(folder) if Path(folder).is_absolute() else REPO / folder
-        files += sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-    return files
+    return files + course_support(lab)
 
 
-def key(path: Path, lab: Lab, limits: Limits) -> dict[str, str]:
-    """The key ``path`` is graded under, part by part (see the module's docstring)."""
-    try:
-        notebook = hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError as exc:
-        notebook = f"unreadable: {exc.__class__.__name__}"
+def key(path: Path, lab: Lab | None, limits: Limits) -> dict[str, str]:
+    """The key ``path`` is graded under, part by part (see the module's docstring); for a file whose
+    lab cannot be told (``lab`` None), only what it is."""
+    if lab is None:
+        return {"lab": "unknown", "submission": _hash_files(_folder_files(path), path.parent)}
     return {
         "lab": lab.name,
-        "notebook": notebook,
+        "submission": _hash_files(submission_files(path, lab), path.parent),
         "references": _hash_files([references.path_for(lab)]),
         "grader": _hash_files(_code_files(lab)),
         "limits": hashlib.sha256(json.dumps(limits.to_dict(), sort_keys=True).encode()).hexdigest(),
     }
+
+
+def submitted_at(path: Path, lab: Lab | None) -> datetime | None:
+    """When ``path`` was submitted: the newest modification time of its files (UTC)."""
+    files = submission_files(path, lab) if lab is not None else _folder_files(path)
+    times = []
+    for file in files:
+        try:
+            times.append(file.lstat().st_mtime)
+        except OSError:
+            continue
+    return datetime.fromtimestamp(max(times), timezone.utc) if times else None
 
 
 @dataclass(frozen=True)
@@ -80,20 +135,51 @@ class Previous:
 
     key: dict[str, str]
     result: SubmissionResult
+    source: str | None = None
+    """Absolute path of what was submitted (``None`` in records of format 1)."""
+    submitted: datetime | None = None
+    graded: datetime | None = None
+    retry: bool = False
+    """The grader failed on it: shown, and graded again by the next run."""
+
+
+def _time(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except (TypeError, ValueError):
+        return None
 
 
 def load(folder: Path) -> Previous | None:
     """The stored record in ``folder``, or ``None`` if there is none (or it cannot be read)."""
     try:
         data = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-        return Previous(data["key"], SubmissionResult.from_dict(data["result"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        return Previous(dict(data["key"]), SubmissionResult.from_dict(data["result"]), data.get("source"),
+                        _time(data.get("submitted")), _time(data.get("graded")), bool(data.get("retry")))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
 
 
-def save(folder: Path, grading_key: dict[str, str], result: SubmissionResult) -> None:
+def load_all(out: Path) -> dict[str, Previous]:
+    """Every record under ``out`` (one per result folder), by folder name, sorted by name."""
+    records = {}
+    for record in sorted(out.glob(f"*/{RECORD}")) if out.is_dir() else ():
+        previous = load(record.parent)
+        if previous is not None:
+            records[record.parent.name] = previous
+    return records
+
+
+def save(folder: Path, grading_key: dict[str, str], result: SubmissionResult, *, source: Path | None = None,
+         submitted: datetime | None = None, retry: bool = False) -> None:
     """Store the record (call after every other result file is written)."""
-    write_json(folder / RECORD, {"key": grading_key, "result": result.to_dict()})
+    data = {"format": FORMAT, "key": grading_key, "result": result.to_dict(),
+            "source": os.path.abspath(source) if source is not None else None,
+            "submitted": submitted.isoformat() if submitted else None,
+            "graded": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    if retry:
+        data["retry"] = True
+    write_json(folder / RECORD, data)
 
 
 def changed_parts(old: dict[str, str], new: dict[str, str]) -> list[str]:
@@ -114,8 +200,11 @@ class Change:
     """The key parts that changed, e.g. ``references`` or ``notebook, grader``."""
 
     def row(self) -> list[Any]:
-        return [self.submission, self.lab, self.task, f"{self.old:g}", f"{self.new:g}",
-                f"{self.new - self.old:+g}", self.because]
+        """Numbers as numbers (``change`` is negative when points were lost)."""
+        def number(value: float) -> int | float:
+            return int(value) if float(value).is_integer() else round(value, 2)
+        return [self.submission, self.lab, self.task, number(self.old), number(self.new),
+                number(self.new - self.old), self.because]
 
 
 CHANGE_HEADERS = ["submission", "lab", "task", "old", "new", "change", "because"]
@@ -123,7 +212,8 @@ CHANGE_HEADERS = ["submission", "lab", "task", "old", "new", "change", "because"
 
 def changes(name: str, previous: Previous, new_key: dict[str, str], result: SubmissionResult) -> list[Change]:
     """Tasks whose score differs between ``previous`` and ``result`` (and the total, as ``total``)."""
-    because = ", ".join(changed_parts(previous.key, new_key)) or "forced regrade"
+    because = ("grader fault before" if previous.retry else ", ".join(changed_parts(previous.key, new_key))
+               or "forced regrade")
     old_scores = {t.task_id: t.score for t in previous.result.tasks}
     out = [Change(name, result.lab, t.task_id, old_scores.get(t.task_id, 0.0), t.score, because)
            for t in result.tasks if old_scores.get(t.task_id) != t.score]

@@ -1,11 +1,24 @@
-"""Per-student feedback as Markdown: each task, its points, its status, what happened, what to try.
+"""Per-student feedback, as Markdown (``feedback.md``) and as a web page (``feedback.html``).
 
-Hidden checks never reveal the expected value (their messages are written that way by
-:mod:`grader.judge.score`); this module only lays the results out and adds a hint per status.
+Each task, its points, its status, what happened, what to try; the instructor's changes (manual
+overrides, a late penalty) when there are any. Hidden checks never reveal the expected value (their
+messages are written that way by :mod:`grader.score`); this module only lays the results out.
+
+Everything that comes from a submission (messages, notes, names) is escaped for where it goes
+(:mod:`grader.report.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
+the grader's own machine (the repository, its scratch folders, the Gradescope layout) are removed
+from what students read: :func:`public`.
 """
 from __future__ import annotations
 
-from grader.report.results import SubmissionResult, TaskResult
+import re
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Iterable
+
+from grader.report import safe_text
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "
@@ -23,37 +36,138 @@ HINTS = {
 }
 """What to try next, per status (never shown for ``passed``)."""
 
+HIDDEN_NOTE = ("Checks marked *hidden input* call your functions on inputs the notebook never shows; "
+               "their feedback says where your result differs, not what the expected value is.")
 
-def _task_section(task: TaskResult) -> list[str]:
-    lines = [f"## Task {task.task_id}: {task.title} - {task.score:g}/{task.max_score:g} ({task.status})", "",
-             "| check | points | status | what happened |", "|---|---|---|---|"]
-    for check in task.checks:
-        label = f"{check.name} (hidden input)" if check.hidden else check.name
-        message = (check.message or ("correct" if check.status == "passed" else "")).replace("|", "\\|")
-        message = " ".join(message.split())  # one table row: newlines would break it
-        lines.append(f"| {label} | {check.score:g}/{check.max_score:g} | {check.status} | {message} |")
-    statuses = list(dict.fromkeys(c.status for c in task.checks if c.status != "passed"))
-    if statuses:
-        lines.append("")
-        lines += [f"*Hint ({status}):* {HINTS[status]}" for status in statuses]
-    lines.append("")
-    return lines
+_SCRATCH = re.compile(r"(?:/[^\s/:'\"()]+)*/grade-[\w]+-[\w]+/")
+"""A grader scratch folder (``/tmp/grade-labN-k2j3/``), wherever the temporary folder is."""
 
 
-def render(name: str, result: SubmissionResult) -> str:
-    """The Markdown feedback for one submission."""
-    lines = [f"# {result.lab} feedback: {name}", "",
-             f"**Score: {result.score:g} / {result.max_score:g}**", ""]
+def _grader_roots() -> list[str]:
+    from grader import REPO
+    return [str(REPO), tempfile.gettempdir(), str(Path.home())]
+
+
+def strip_paths(text: str, roots: Iterable[Path | str] = ()) -> str:
+    """``text`` without the grader's absolute paths: a scratch folder, the repository, the temporary
+    folder, the home folder and ``roots`` are cut from every path they start, so
+    ``/tmp/grade-labN-x1/cpp/analysis.cpp:12`` reads ``cpp/analysis.cpp:12``."""
+    text = _SCRATCH.sub("", text)
+    for root in sorted({str(r).rstrip("/") for r in (*roots, *_grader_roots()) if str(r).strip("/")},
+                       key=len, reverse=True):
+        text = re.sub(re.escape(root) + r"(?:/|(?=[\s:'\")]|$))", "", text)
+    return text
+
+
+def public(result: SubmissionResult, roots: Iterable[Path | str] = ()) -> SubmissionResult:
+    """``result`` with :func:`strip_paths` applied to every message and note (what students read)."""
+    roots = tuple(roots)
+
+    def check(c: CheckResult) -> CheckResult:
+        return replace(c, message=strip_paths(c.message, roots))
+
+    tasks = tuple(replace(t, checks=tuple(check(c) for c in t.checks)) for t in result.tasks)
+    return replace(result, tasks=tasks, notes=tuple(strip_paths(n, roots) for n in result.notes),
+                   submission=Path(result.submission).name)
+
+
+def _points(value: float) -> str:
+    return f"{value:g}"
+
+
+def _changes(overrides: Iterable, late) -> list[tuple[str, str]]:
+    """(kind, sentence) for each change the instructor made to the autograder's score."""
+    out = [("override", f"Task {o.task}: {_points(o.new)} points instead of the autograder's {_points(o.old)}, "
+                        f"set by your instructor. Reason: {o.reason or 'none given'}") for o in overrides]
+    if late is not None and late.days:
+        out.append(("late", late.sentence()))
+    return out
+
+
+def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
+           roots: Iterable[Path | str] = ()) -> str:
+    """The Markdown feedback for one submission (``overrides``: :class:`grader.report.overrides.Applied`;
+    ``late``: :class:`grader.report.late.Late`)."""
+    result = public(result, roots)
+    md = safe_text.markdown
+    changes = _changes(overrides, late)
+    total = result.score + sum(o.new - o.old for o in overrides) - (late.penalty if late else 0)
+    lines = [f"# {result.lab} feedback: {md(name, safe_text.LIMIT_NAME)}", "",
+             f"**Score: {_points(max(total, 0))} / {_points(result.max_score)}**", ""]
+    if changes:
+        lines += ["Changed by your instructor:", ""] + [f"- {md(text)}" for _, text in changes] + [""]
     if result.execution_status != "completed":
         lines += [f"Your notebook did not run to the end ({result.execution_status}). Answers it exported "
                   "before it stopped were graded; the rest could not be.", ""]
     if result.notes:
-        lines += ["Notes:", ""] + [f"- {' '.join(note.split())}" for note in result.notes] + [""]
+        lines += ["Notes:", ""] + [f"- {md(note)}" for note in result.notes] + [""]
     lines += ["| task | points | status |", "|---|---|---|"]
-    lines += [f"| {t.task_id} {t.title} | {t.score:g}/{t.max_score:g} | {t.status} |" for t in result.tasks]
+    lines += [f"| {t.task_id} {t.title} | {_points(t.score)}/{_points(t.max_score)} | {t.status} |"
+              for t in result.tasks]
     lines.append("")
     for task in result.tasks:
-        lines += _task_section(task)
-    lines.append("Checks marked *hidden input* call your functions on inputs the notebook never shows; "
-                 "their feedback says where your result differs, not what the expected value is.")
+        lines += [f"## Task {task.task_id}: {task.title} - {_points(task.score)}/"
+                  f"{_points(task.max_score)} ({task.status})", "",
+                  "| check | points | status | what happened |", "|---|---|---|---|"]
+        for check in task.checks:
+            label = f"{check.name} (hidden input)" if check.hidden else check.name
+            message = md(check.message or ("correct" if check.status == "passed" else ""))
+            lines.append(f"| {label} | {_points(check.score)}/{_points(check.max_score)} | {check.status} | "
+                         f"{message} |")
+        hints = [f"*Hint ({status}):* {HINTS[status]}" for status in _statuses(task)]
+        lines += [""] + hints + ([""] if hints else [])
+    lines.append(HIDDEN_NOTE)
     return "\n".join(lines) + "\n"
+
+
+def _statuses(task: TaskResult) -> list[str]:
+    return list(dict.fromkeys(c.status for c in task.checks if c.status != "passed"))
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; margin: 0.5rem 0 1rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+.passed { color: #1a7f37; } .failed, .error, .timeout, .memory, .crash, .missing { color: #b42318; }
+.changes { background: #fff8e1; border: 1px solid #f0d58c; padding: 0.5rem 1rem; }
+.hint { color: #555; }
+"""
+
+
+def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
+                roots: Iterable[Path | str] = ()) -> str:
+    """The same feedback as :func:`render`, as one self-contained, escaped HTML page."""
+    result = public(result, roots)
+    h = safe_text.html
+    changes = _changes(overrides, late)
+    total = result.score + sum(o.new - o.old for o in overrides) - (late.penalty if late else 0)
+    title = f"{h(result.lab)} feedback: {h(name, safe_text.LIMIT_NAME)}"
+    parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+             f"<style>{STYLE}</style></head><body>", f"<h1>{title}</h1>",
+             f"<p class=\"score\"><strong>Score: {_points(max(total, 0))} / {_points(result.max_score)}</strong></p>"]
+    if changes:
+        parts.append("<div class=\"changes\"><p>Changed by your instructor:</p><ul>"
+                     + "".join(f"<li class=\"{kind}\">{h(text)}</li>" for kind, text in changes) + "</ul></div>")
+    if result.execution_status != "completed":
+        parts.append(f"<p>Your notebook did not run to the end ({h(result.execution_status)}). Answers it "
+                     "exported before it stopped were graded; the rest could not be.</p>")
+    if result.notes:
+        parts.append("<p>Notes:</p><ul>" + "".join(f"<li>{h(n)}</li>" for n in result.notes) + "</ul>")
+    parts.append("<table class=\"tasks\"><tr><th>task</th><th>points</th><th>status</th></tr>" + "".join(
+        f"<tr><td><a href=\"#task-{h(t.task_id)}\">{h(t.task_id)} {h(t.title)}</a></td>"
+        f"<td>{_points(t.score)}/{_points(t.max_score)}</td><td class=\"{t.status}\">{t.status}</td></tr>"
+        for t in result.tasks) + "</table>")
+    for task in result.tasks:
+        parts.append(f"<h2 id=\"task-{h(task.task_id)}\">Task {h(task.task_id)}: {h(task.title)} - "
+                     f"{_points(task.score)}/{_points(task.max_score)} (<span class=\"{task.status}\">"
+                     f"{task.status}</span>)</h2>")
+        rows = "".join(
+            f"<tr><td>{h(c.name)}{' (hidden input)' if c.hidden else ''}</td>"
+            f"<td>{_points(c.score)}/{_points(c.max_score)}</td><td class=\"{c.status}\">{c.status}</td>"
+            f"<td>{h(c.message or ('correct' if c.status == 'passed' else ''))}</td></tr>" for c in task.checks)
+        parts.append("<table><tr><th>check</th><th>points</th><th>status</th><th>what happened</th></tr>"
+                     + rows + "</table>")
+        parts += [f"<p class=\"hint\"><em>Hint ({status}):</em> {h(HINTS[status])}</p>" for status in _statuses(task)]
+    parts.append(f"<p class=\"hint\">{h(HIDDEN_NOTE.replace('*', ''))}</p></body></html>")
+    return "\n".join(parts) + "\n"

@@ -1,44 +1,200 @@
-"""The class gradebook: one row per submission, one column per task, as a table and a CSV."""
+"""The gradebook: one row per submission (and per student with nothing submitted), as numbers.
+
+Files (in the gradebook folder, ``grade --out``):
+
+* ``gradebook_<lab>.csv``, one per lab: per task its points and its maximum (``1.4``, ``1.4 max``),
+  then ``score``, ``max``, ``late days``, ``penalty``, ``total``, ``percent``, ``status``, what
+  went wrong (``problems``), manual ``overrides``, submissions with ``identical`` files, and when it
+  was ``submitted``;
+* ``gradebook.csv``, the class summary: one row per submission (every lab), with the totals.
+
+Every score is a number (``84``, not ``"84/100"``): a spreadsheet can sum it. ``score`` is the
+autograder's points with manual overrides applied, ``total`` is ``score`` minus the late penalty
+(never below 0), ``percent`` is ``total`` of ``max``. With a roster, each row names its student
+(``student_id``, ``name``, ``email``), and a student who submitted nothing for a lab gets a row
+of that lab's file with status ``not submitted``.
+
+``status`` is one of :data:`STATUSES`:
+
+* ``full marks``: every point;
+* ``partial``: it ran, and some checks failed or were never exported;
+* ``errors``: something raised, timed out, ran out of memory or crashed (points may remain);
+* ``ungraded``: it could not be graded at all (not a notebook, lab unknown, a grader fault);
+* ``not submitted``: on the roster, nothing submitted for this lab.
+"""
 from __future__ import annotations
 
-import csv
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tabulate import tabulate
 
+from grader.report import files, safe_text
+from grader.report.late import Late
+from grader.report.overrides import Applied
 from grader.report.results import SubmissionResult
+from grader.report.roster import Student
+
+FULL, PARTIAL, ERRORS, UNGRADED, NOT_SUBMITTED = "full marks", "partial", "errors", "ungraded", "not submitted"
+STATUSES = (FULL, PARTIAL, ERRORS, UNGRADED, NOT_SUBMITTED)
+"""Every gradebook status, best first."""
+TROUBLE = {"error", "timeout", "memory", "crash"}
+"""Check statuses that make a row's status ``errors``."""
 
 
-def rows(results: list[tuple[str, SubmissionResult]]) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows: submission, lab, each task's score, total, and what went wrong."""
-    task_ids = list(dict.fromkeys(t.task_id for _, r in results for t in r.tasks))
-    headers = ["submission", "lab"] + task_ids + ["total", "status"]
+@dataclass(frozen=True)
+class Cell:
+    """One task of one row."""
+
+    task_id: str
+    title: str
+    score: float
+    """Points, after a manual override."""
+    max_score: float
+    status: str
+    """The autograder's task status (``passed``, ``failed``, ...); ``missing`` when not submitted."""
+    override: Applied | None = None
+
+
+@dataclass(frozen=True)
+class Row:
+    """One submission of one lab (or a roster student without one)."""
+
+    submission: str
+    """Its result folder's name; empty when nothing was submitted."""
+    lab: str
+    cells: tuple[Cell, ...]
+    status: str
+    student: Student | None = None
+    late: Late | None = None
+    identical: tuple[str, ...] = ()
+    """Other submissions whose files are byte for byte the same."""
+    result: SubmissionResult | None = field(default=None, compare=False)
+    """The autograder's result (``None`` when nothing was submitted)."""
+
+    @property
+    def score(self) -> float:
+        return sum(c.score for c in self.cells)
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_score for c in self.cells)
+
+    @property
+    def penalty(self) -> float:
+        return self.late.penalty if self.late else 0.0
+
+    @property
+    def total(self) -> float:
+        return max(self.score - self.penalty, 0.0)
+
+    @property
+    def percent(self) -> float:
+        return round(100 * self.total / self.max_score, 1) if self.max_score else 0.0
+
+    @property
+    def overrides(self) -> tuple[Applied, ...]:
+        return tuple(c.override for c in self.cells if c.override is not None)
+
+    @property
+    def problems(self) -> str:
+        """``"1.4 failed; 1.5 error"``: the tasks short of their points, and why."""
+        return "; ".join(f"{c.task_id} {c.status}" for c in self.cells
+                         if c.score < c.max_score and self.status != NOT_SUBMITTED)
+
+
+def status_of(result: SubmissionResult | None, cells: tuple[Cell, ...], *, ungraded: bool = False) -> str:
+    """The row status (see the module's docstring) of ``result`` with ``cells`` (overrides applied)."""
+    if result is None:
+        return NOT_SUBMITTED
+    if ungraded or result.execution_status == "missing":
+        return UNGRADED
+    if sum(c.score for c in cells) >= sum(c.max_score for c in cells):
+        return FULL
+    short = {c.task_id for c in cells if c.score < c.max_score}
+    troubled = result.execution_status != "completed" or any(
+        check.status in TROUBLE for task in result.tasks if task.task_id in short for check in task.checks)
+    return ERRORS if troubled else PARTIAL
+
+
+def number(value: float) -> int | float:
+    """``84.0`` -> ``84``; other values rounded to 2 decimals."""
+    return int(value) if float(value).is_integer() else round(value, 2)
+
+
+def _student_columns(rows: list[Row]) -> bool:
+    return any(r.student is not None for r in rows)
+
+
+def _student(row: Row) -> list[Any]:
+    s = row.student
+    return [s.student_id, s.name, s.email] if s else ["", "", ""]
+
+
+def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of one lab's gradebook file."""
+    task_ids = list(dict.fromkeys(c.task_id for r in rows for c in r.cells))
+    with_students = _student_columns(rows)
+    headers = ["submission"] + (["student_id", "name", "email"] if with_students else []) + ["lab"]
+    for task_id in task_ids:
+        headers += [task_id, f"{task_id} max"]
+    headers += ["score", "max", "late days", "penalty", "total", "percent", "status", "problems", "overrides",
+                "identical", "submitted"]
     body = []
-    for name, result in results:
-        by_id = {t.task_id: t for t in result.tasks}
-        cells = [f"{by_id[i].score:g}" if i in by_id else "" for i in task_ids]
-        problems = sorted({t.status for t in result.tasks if t.status != "passed"})
-        status = result.execution_status if result.execution_status != "completed" else (
-            "all passed" if not problems else ", ".join(problems))
-        body.append([name, result.lab, *cells, f"{result.score:g}/{result.max_score:g}", status])
+    for r in rows:
+        by_id = {c.task_id: c for c in r.cells}
+        cells = []
+        for task_id in task_ids:
+            cell = by_id.get(task_id)
+            cells += [number(cell.score), number(cell.max_score)] if cell else ["", ""]
+        overrides = "; ".join(f"{o.task}: {number(o.old)} -> {number(o.new)} ({o.reason})" for o in r.overrides)
+        body.append([r.submission] + (_student(r) if with_students else []) + [r.lab] + cells + [
+            number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty), number(r.total),
+            r.percent, r.status, r.problems, overrides, " ".join(r.identical),
+            r.late.submitted.isoformat(timespec="seconds") if r.late else ""])
     return headers, body
 
 
-def render(results: list[tuple[str, SubmissionResult]]) -> str:
-    """The gradebook for the terminal: one table per lab, so each has only its own task columns."""
-    labs = list(dict.fromkeys(r.lab for _, r in results)) or [""]
-    tables = []
+def summary_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of the class summary (``gradebook.csv``)."""
+    with_students = _student_columns(rows)
+    headers = ["submission"] + (["student_id", "name", "email"] if with_students else []) + [
+        "lab", "score", "max", "late days", "penalty", "total", "percent", "status"]
+    body = [[r.submission] + (_student(r) if with_students else []) + [
+        r.lab, number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty),
+        number(r.total), r.percent, r.status] for r in rows]
+    return headers, body
+
+
+def write(out: Path, rows: list[Row]) -> list[Path]:
+    """Write ``gradebook.csv`` and one ``gradebook_<lab>.csv`` per lab into ``out``; returns them.
+
+    Lab files of labs with no rows any more are removed, so the folder never shows stale ones."""
+    written = [files.write_csv(out / "gradebook.csv", *summary_table(rows))]
+    labs = list(dict.fromkeys(r.lab for r in rows))
     for lab in labs:
-        headers, body = rows([(n, r) for n, r in results if r.lab == lab])
-        tables.append(tabulate(body, headers=headers, disable_numparse=True))
+        written.append(files.write_csv(out / f"gradebook_{lab}.csv", *lab_table([r for r in rows if r.lab == lab])))
+    for stale in out.glob("gradebook_*.csv"):
+        if stale not in written:
+            stale.unlink()
+    return written
+
+
+def render(rows: list[Row]) -> str:
+    """The gradebook for the terminal: one table per lab, each with only its own task columns."""
+    tables = []
+    for lab in dict.fromkeys(r.lab for r in rows):
+        lab_rows = [r for r in rows if r.lab == lab]
+        task_ids = list(dict.fromkeys(c.task_id for r in lab_rows for c in r.cells))
+        headers = ["submission"] + task_ids + ["total", "max", "%", "status"]
+        body = []
+        for r in lab_rows:
+            by_id = {c.task_id: c for c in r.cells}
+            name = r.submission or (f"({r.student.student_id})" if r.student else "")
+            body.append([safe_text.terminal(name, safe_text.LIMIT_NAME)]
+                        + [f"{by_id[t].score:g}" if t in by_id else "" for t in task_ids]
+                        + [f"{r.total:g}", f"{r.max_score:g}", f"{r.percent:g}",
+                           r.status + (f", {r.late.days} d late" if r.late and r.late.days else "")])
+        tables.append(f"{lab}\n" + tabulate(body, headers=headers, disable_numparse=True))
     return "\n\n".join(tables)
-
-
-def write_csv(path: Path, results: list[tuple[str, SubmissionResult]]) -> None:
-    """The gradebook as CSV, for a spreadsheet or an LMS import."""
-    headers, body = rows(results)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(headers)
-        writer.writerows(body)

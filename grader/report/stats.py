@@ -1,11 +1,16 @@
 """Per-task class statistics: mean score, pass rate and the most common failure, per lab.
 
 For instructors: a task most of the class fails for the same reason is usually a task (or a
-reference) to look at, not a class to blame.
+reference) to look at, not a class to blame. The statistics describe the autograder's judgement:
+they count every graded submission once, before manual overrides and late penalties; submissions
+that could not be graded at all (status ``ungraded``) are left out.
+
+Failures are grouped by their kind: the status, the check, and the message with its numbers
+masked (so "expected 9,216 found 18,432" and "expected 9,216 found 4,608" are one kind). The
+file shows a real message of the most common kind (the first seen), whole: never a masked one.
 """
 from __future__ import annotations
 
-import csv
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -13,9 +18,11 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from grader.report import files, safe_text
 from grader.report.results import SubmissionResult
 
-HEADERS = ["lab", "task", "title", "submissions", "mean", "max", "pass rate", "most common failure", "count"]
+HEADERS = ["lab", "task", "title", "submissions", "mean", "max", "full marks", "pass rate %",
+           "most common failure", "count"]
 
 
 @dataclass(frozen=True)
@@ -31,22 +38,27 @@ class TaskStats:
     """Mean points."""
     max_score: float
     """Points the task is worth."""
+    full_marks: int
+    """Submissions with every point of the task."""
     pass_rate: float
-    """Fraction of submissions that passed every check of the task."""
+    """Fraction of submissions that passed every check of the task (``full_marks / submissions``)."""
     common_failure: str
-    """``status: message`` of the most frequent failing check (numbers masked so alike ones group)."""
+    """``status: check: message`` of the most frequent kind of failing check: one real example."""
     common_failure_count: int
-    """How many submissions had that failure."""
+    """How many submissions had a failure of that kind."""
 
-    def row(self) -> list[str]:
-        return [self.lab, self.task_id, self.title, str(self.submissions), f"{self.mean:.2f}", f"{self.max_score:g}",
-                f"{self.pass_rate:.0%}", self.common_failure, str(self.common_failure_count)]
+    def row(self) -> list:
+        return [self.lab, self.task_id, self.title, self.submissions, round(self.mean, 2), self.max_score,
+                self.full_marks, round(100 * self.pass_rate, 1), self.common_failure, self.common_failure_count]
 
 
-def _failure_kind(status: str, name: str, message: str) -> str:
-    """A failure with its specifics masked, so "cell 12 raised" and "cell 13 raised" count as one."""
-    text = re.sub(r"(?<![\w.])-?\d[\d,._e+-]*", "N", " ".join(message.split()))  # not inside names: bfloat16
-    return f"{status}: {name}: {text[:120]}"
+_NUMBER = re.compile(r"(?<![\w.])-?\d[\d,._]*(?:[eE][+-]?\d+)?")
+"""A number standing alone (``-1,234.5e-3``), not one inside a name (``bfloat16``, ``conv2``)."""
+
+
+def failure_kind(status: str, name: str, message: str) -> str:
+    """What makes failures alike: status, check and message with the numbers masked."""
+    return f"{status}: {_NUMBER.sub('N', name)}: {_NUMBER.sub('N', ' '.join(message.split()))}"
 
 
 def compute(results: list[tuple[str, SubmissionResult]]) -> list[TaskStats]:
@@ -57,28 +69,36 @@ def compute(results: list[tuple[str, SubmissionResult]]) -> list[TaskStats]:
             by_task.setdefault((result.lab, task.task_id), []).append(task)
     out = []
     for (lab, task_id), tasks in by_task.items():
-        failures = Counter()
+        kinds, example = Counter(), {}
         for task in tasks:  # one count per submission: its first failing check
             check = next((c for c in task.checks if c.status != "passed"), None)
             if check is not None:
-                failures[_failure_kind(check.status, check.name, check.message)] += 1
-        common, count = failures.most_common(1)[0] if failures else ("", 0)
+                kind = failure_kind(check.status, check.name, check.message)
+                kinds[kind] += 1
+                example.setdefault(kind, f"{check.status}: {check.name}: {' '.join(check.message.split())}")
+        common, count = kinds.most_common(1)[0] if kinds else ("", 0)
+        full = sum(t.status == "passed" for t in tasks)
         out.append(TaskStats(lab, task_id, tasks[0].title, len(tasks), sum(t.score for t in tasks) / len(tasks),
-                             tasks[0].max_score, sum(t.status == "passed" for t in tasks) / len(tasks),
-                             common, count))
+                             tasks[0].max_score, full, full / len(tasks), example.get(common, ""), count))
     return out
 
 
-def render(stats: list[TaskStats]) -> str:
-    """A terminal table (failures shortened to fit)."""
-    rows = [s.row()[:7] + [s.common_failure[:70] + ("..." if len(s.common_failure) > 70 else ""),
-                           s.row()[8]] for s in stats]
+def _words(text: str, width: int) -> str:
+    """``text`` cut at a word boundary to at most ``width`` characters, marked with ``...``."""
+    if len(text) <= width:
+        return text
+    cut = text[:width - 3].rsplit(" ", 1)[0]
+    return (cut if len(cut) > width // 2 else text[:width - 3]) + "..."
+
+
+def render(stats: list[TaskStats], width: int = 70) -> str:
+    """A terminal table (failures shortened at a word boundary to fit)."""
+    rows = [[s.lab, s.task_id, s.title, s.submissions, f"{s.mean:.2f}", f"{s.max_score:g}", s.full_marks,
+             f"{s.pass_rate:.0%}", _words(safe_text.terminal(s.common_failure), width), s.common_failure_count]
+            for s in stats]
     return tabulate(rows, headers=HEADERS, disable_numparse=True)
 
 
-def write_csv(path: Path, stats: list[TaskStats]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(HEADERS)
-        writer.writerows(s.row() for s in stats)
+def write_csv(path: Path, stats: list[TaskStats]) -> Path:
+    """``statistics.csv``: :data:`HEADERS`, numbers as numbers (pass rate in percent)."""
+    return files.write_csv(path, HEADERS, [s.row() for s in stats])

@@ -1,0 +1,59 @@
+"""Writing the grader's result files: atomically, readable by the group and others as the umask allows.
+
+A reader (a spreadsheet, a browser, a grader run at the same time) sees the old file or the new
+one, never half of one. Every file gets the mode an ordinary ``open()`` would give it (0644 under
+the usual umask 022), the same for every result file: a temporary file's 0600 is never kept.
+CSV cells go through :func:`grader.report.safe_text.csv_cell`: numbers stay numbers, text that a
+spreadsheet would run as a formula is neutralised.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from grader.report import safe_text
+
+
+def file_mode() -> int:
+    """The mode ``open()`` gives a new file here: 0666 less the process's umask."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (see the module's docstring); returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, file_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` as UTF-8 (lone surrogates escaped rather than raising)."""
+    return write_bytes(path, text.encode("utf-8", errors="backslashreplace"))
+
+
+def csv_text(headers: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    """A CSV document; every cell made safe for a spreadsheet (:func:`grader.report.safe_text.csv_cell`)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([safe_text.csv_cell(h) for h in headers])
+    writer.writerows([safe_text.csv_cell(cell) for cell in row] for row in rows)
+    return buffer.getvalue()
+
+
+def write_csv(path: Path, headers: list[str], rows: Iterable[Iterable[Any]]) -> Path:
+    """Write a CSV file atomically (see :func:`csv_text`); returns ``path``."""
+    return write_text(path, csv_text(headers, rows))

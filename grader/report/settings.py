@@ -1,0 +1,86 @@
+"""A class's settings: the instructor's files and dates, remembered in the gradebook folder.
+
+``grade``, ``report`` and ``export`` take the same flags (``--roster``, ``--overrides``,
+``--extensions``, ``--deadline``, ``--late-policy``). What is given once is saved in
+``<gradebook folder>/class.json`` and used by every later command on that folder, so an override
+or a deadline never drops out because a flag was forgotten; each command prints the settings it
+used. A file's path is remembered, not its content: an edited ``overrides.csv`` applies on the
+next run. Give a flag again to change a setting; ``none`` removes it (``--roster none``).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from grader.report import files
+from grader.report.late import Policy, parse_time
+
+FILE = "class.json"
+"""Where the settings live in the gradebook folder."""
+NONE = "none"
+"""A flag value that removes the setting."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a class's gradebook is built with (every path absolute)."""
+
+    roster: str | None = None
+    """The roster CSV (:mod:`grader.report.roster`)."""
+    overrides: str | None = None
+    """The overrides CSV (:mod:`grader.report.overrides`)."""
+    extensions: str | None = None
+    """The extensions CSV (:mod:`grader.report.late`)."""
+    deadlines: dict[str, str] = field(default_factory=dict)
+    """Lab name -> deadline (ISO 8601)."""
+    late_policy: str = "flag"
+    """``flag`` or ``P%/day`` (:class:`grader.report.late.Policy`)."""
+
+    @classmethod
+    def load(cls, out: Path) -> "Settings":
+        """The settings saved in ``out`` (defaults when there are none)."""
+        try:
+            data = json.loads((out / FILE).read_text(encoding="utf-8"))
+            return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        except (OSError, ValueError, TypeError):
+            return cls()
+
+    def save(self, out: Path) -> None:
+        files.write_text(out / FILE, json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
+
+    def updated(self, *, roster: str | None = None, overrides: str | None = None, extensions: str | None = None,
+                deadlines: list[str] | None = None, late_policy: str | None = None) -> "Settings":
+        """These settings with the flags given (``None``: not given) applied; raises ``ValueError``
+        with a message for a malformed deadline or policy."""
+        changes: dict = {}
+        for name, value in (("roster", roster), ("overrides", overrides), ("extensions", extensions)):
+            if value is not None:
+                changes[name] = None if value == NONE else str(Path(value).resolve())
+        if deadlines:
+            merged = dict(self.deadlines)
+            for item in deadlines:
+                lab, sep, when = item.partition("=")
+                if not sep or not lab.strip():
+                    raise ValueError(f"--deadline {item!r}: write LAB=TIME, e.g. labN=2025-03-07T23:59 (or LAB=none)")
+                if when.strip().lower() == NONE:
+                    merged.pop(lab.strip(), None)
+                else:
+                    merged[lab.strip()] = parse_time(when, f"--deadline {lab.strip()}").isoformat()
+            changes["deadlines"] = merged
+        if late_policy is not None:
+            changes["late_policy"] = str(Policy.parse(late_policy))
+        return replace(self, **changes)
+
+    @property
+    def policy(self) -> Policy:
+        return Policy.parse(self.late_policy)
+
+    def describe(self) -> str:
+        """One line for the log, e.g. ``roster roster.csv; deadlines labN 2025-03-07T23:59+01:00; ...``."""
+        parts = [f"{name} {value}" for name, value in (("roster", self.roster), ("overrides", self.overrides),
+                                                       ("extensions", self.extensions)) if value]
+        if self.deadlines:
+            parts.append("deadlines " + ", ".join(f"{lab} {when}" for lab, when in sorted(self.deadlines.items())))
+            parts.append(f"late policy {self.policy.describe()}")
+        return "; ".join(parts) or "no roster, overrides or deadlines"

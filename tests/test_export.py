@@ -1,0 +1,101 @@
+"""LMS exports: the files Canvas's and Moodle's grade importers read, and plain CSV, with every roster
+student as a row (those who submitted nothing too).
+
+The Canvas layout is the one its importer parses (instructure/canvas-lms lib/gradebook_importer.rb:
+the header starts Student, ID, then SIS User ID, SIS Login ID, and the last student column is
+Section; a row starting "Points Possible" gives the maxima); Moodle's (grade/import/csv) maps an
+identifier column (email address or ID number) and grade and feedback columns chosen at import.
+"""
+from __future__ import annotations
+
+import csv
+
+from classes import result, store
+from grader import cli
+from grader.report import classbook, export
+from grader.report.settings import Settings
+
+ROSTER = ("student_id,name,email,submission,section,canvas_id\n"
+          "s001,\"Adams, Amy\",amy@example.edu,class/amy,A1,101\n"
+          "s002,\"Brown, Bob\",bob@example.edu,class/bob,A1,\n"
+          "s003,\"Clark, Cat\",cat@example.edu,class/cat,A2,\n")
+
+
+def _class(tmp_path, **settings):
+    out, classroom = tmp_path / "out", tmp_path / "class"
+    store(out, "amy", result("lab9", {"9.1": 5, "9.2": 0}), source=classroom / "amy" / "lab9.ipynb",
+          submitted="2025-03-07T12:00:00+00:00")
+    store(out, "bob", result("lab9", {"9.1": 5, "9.2": 5}), source=classroom / "bob" / "lab9.ipynb",
+          submitted="2025-03-09T12:00:00+00:00")
+    (tmp_path / "roster.csv").write_text(ROSTER)
+    settings = {"roster": str(tmp_path / "roster.csv"), **settings}
+    return classbook.build(out, Settings().updated(**settings))
+
+
+def _csv(path):
+    with path.open(newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_canvas_import_file(tmp_path):
+    book = _class(tmp_path, deadlines=["lab9=2025-03-08T00:00:00+00:00"], late_policy="10%/day")
+    done = export.build(book, "canvas", columns={"lab9": "Lab 9 (4711)"})
+    assert done.headers == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 9 (4711)"]
+    assert done.rows == [["    Points Possible", "", "", "", "", 10],
+                         ["Adams, Amy", "101", "s001", "amy@example.edu", "A1", 5],
+                         ["Brown, Bob", "", "s002", "bob@example.edu", "A1", 8],  # 2 days late at 10% a day
+                         ["Clark, Cat", "", "s003", "cat@example.edu", "A2", 0]]  # submitted nothing
+    assert done.warnings == []
+
+
+def test_moodle_import_file_with_feedback(tmp_path):
+    done = export.build(_class(tmp_path), "moodle", missing="blank")
+    assert done.headers == ["ID number", "Email address", "Full name", "lab9", "lab9 feedback"]  # lab9: unregistered
+    assert done.rows == [["s001", "amy@example.edu", "Adams, Amy", 5, "5/10 (partial)"],
+                         ["s002", "bob@example.edu", "Brown, Bob", 10, "10/10 (full marks)"],
+                         ["s003", "cat@example.edu", "Clark, Cat", "", "nothing submitted"]]
+
+
+def test_plain_csv_with_and_without_a_roster(tmp_path):
+    done = export.build(_class(tmp_path), "csv")
+    assert done.headers[:4] == ["student_id", "name", "email", "section"]
+    assert done.rows[2] == ["s003", "Clark, Cat", "cat@example.edu", "A2", 0, 10, 0.0, "not submitted", ""]
+    no_roster = classbook.build(tmp_path / "out", Settings())
+    assert [r[0] for r in export.build(no_roster, "csv").rows] == ["amy", "bob"]
+
+
+def test_several_submissions_of_one_student_and_a_grader_fault_are_reported(tmp_path):
+    book = _class(tmp_path)
+    store(tmp_path / "out", "amy_again", result("lab9", {"9.1": 5, "9.2": 5}),
+          source=tmp_path / "class" / "amy" / "resubmitted" / "lab9.ipynb", submitted="2025-03-08T12:00:00+00:00")
+    store(tmp_path / "out", "cat", result("lab9", {"9.1": 0, "9.2": 0}, execution="crash",
+                                          notes=("the grader could not grade this notebook (OSError)",)),
+          source=tmp_path / "class" / "cat" / "lab9.ipynb", retry=True)
+    book = classbook.build(tmp_path / "out", book.settings)
+    done = export.build(book, "canvas")
+    assert [row[5] for row in done.rows] == [10, 10, 10, ""]
+    assert done.warnings == [
+        "s001 has 2 submissions for lab9 (amy, amy_again): exported amy_again, the latest",
+        "s003: lab9 (cat) could not be graded (a grader fault): left empty; grade it again first"]
+
+
+def test_the_export_command(tmp_path, capsys):
+    _class(tmp_path)
+    assert cli.main(["export", "--format", "canvas", "--out", str(tmp_path / "out"),
+                     "--roster", str(tmp_path / "roster.csv")]) == 0
+    rows = _csv(tmp_path / "out" / "export_canvas.csv")
+    assert rows[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and len(rows) == 5
+    assert "export_canvas.csv: canvas upload file, 3 rows" in capsys.readouterr().out
+    # the roster is remembered: the next export needs no --roster
+    assert cli.main(["export", "--format", "moodle", "--out", str(tmp_path / "out"), "--file",
+                     str(tmp_path / "m.csv")]) == 0
+    assert len(_csv(tmp_path / "m.csv")) == 4
+    # without a roster, an LMS export says what it needs
+    assert cli.main(["export", "--format", "canvas", "--out", str(tmp_path / "out"), "--roster", "none"]) == 2
+    assert "needs a roster" in capsys.readouterr().err
+
+
+def test_a_malformed_column_says_what_to_write(tmp_path, capsys):
+    _class(tmp_path)
+    assert cli.main(["export", "--format", "csv", "--out", str(tmp_path / "out"), "--column", "Lab 9"]) == 2
+    assert "--column 'Lab 9': write LAB=NAME" in capsys.readouterr().err
