@@ -1,0 +1,118 @@
+"""Lab 8 in one run: the kernel's speed-up as the grader measures it, the executor against
+onnxruntime, and ``grader grade`` of the whole solution against the 45 s target.
+
+* kernel: the solution's ``mm_fast`` against the course's naive kernel at 500x700x1000 and on the
+  residual MLP's matrix products (one CPU, best of 5 interleaved pairs, in the grader's own
+  processes: ``util.labs.lab8.timing``), ``--trials`` times;
+* executor: dlsys's MLP at batch 1000 run inside the course's plan with the naive kernel, the
+  solution's kernel and numpy's BLAS, against onnxruntime (one thread each, best of a few runs);
+* grading: ``grader grade`` of the solution, hidden cases and the grader's kernel timing included.
+
+    python benchmarks/bench_lab8_executor.py [--trials 3] [--no-grade]
+
+Timings depend on what else runs: measure on a quiet machine (the load average is printed first).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"   # before numpy loads its BLAS
+
+import numpy as np  # noqa: E402
+
+from grader.notebook import solution_namespace  # noqa: E402
+from util.labs.lab8.graphs import graph, random_feeds  # noqa: E402
+from util.labs.lab8.harness import load_weights, make_pool  # noqa: E402
+from util.labs.lab8.judge import matmul_sizes  # noqa: E402
+from util.labs.lab8.kernel import build_library, build_naive, load_matmul  # noqa: E402
+from util.labs.lab8.plans import course_plan, course_shapes  # noqa: E402
+from util.labs.lab8.timing import judge_library  # noqa: E402
+
+from timing import graded_run  # noqa: E402
+
+SOLUTION = REPO / "solutions" / "lab8_graph_executor"
+TARGET_SECONDS = 45.0
+MIN_SPEEDUP = 3.0
+
+
+def best_of(run, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def kernel_rows(library: bytes, trials: int) -> None:
+    residual = graph("residual_mlp")
+    workloads = {"500x700x1000": [(500, 700, 1000)],
+                 "residual MLP@256 products": matmul_sizes(residual, course_shapes(residual, {"x": [256, 784]}))}
+    for label, timed in workloads.items():
+        found = []
+        for trial in range(trials):
+            problems, measured = judge_library(library, timed=timed, seed=trial)
+            if problems:
+                sys.exit(f"the solution's kernel failed the grader's check: {problems}")
+            found.append(measured)
+        speedups = [m["speedup"] for m in found]
+        print(f"kernel, {label}: naive {statistics.median(m['naive_s'] for m in found):.4f} s, "
+              f"fast {statistics.median(m['fast_s'] for m in found):.4f} s; speed-up min {min(speedups):.1f}x, "
+              f"median {statistics.median(speedups):.1f}x over {trials} grader measurements "
+              f"(needs >= {MIN_SPEEDUP:g}x: min / {MIN_SPEEDUP:g} = {min(speedups) / MIN_SPEEDUP:.1f})")
+
+
+def executor_rows(folder: Path) -> None:
+    import onnxruntime as ort
+
+    namespace = solution_namespace("lab8", ("8.1", "8.2", "8.3", "8.5"))
+    execute, transpose_weights = namespace["execute"], namespace["transpose_weights"]
+    mlp = graph("mlp")
+    feeds = random_feeds(mlp, {"x": [1000, 784]}, seed=8)
+    prepared = transpose_weights(mlp)
+    shapes = course_shapes(prepared, {"x": [1000, 784]})
+    plan = course_plan(prepared, shapes)
+    pool, weights = make_pool(plan), load_weights(prepared)
+    fast = load_matmul(build_library(folder / "kernel" / "mm_fast.cpp"))
+    naive = load_matmul(build_naive(folder / "naive"), "mm_naive")
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(mlp.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    rows = {"executor + naive kernel": best_of(lambda: execute(prepared, weights, feeds, shapes, plan, pool, naive), 3),
+            "executor + solution kernel": best_of(lambda: execute(prepared, weights, feeds, shapes, plan, pool, fast), 7),
+            "executor + numpy (BLAS)": best_of(lambda: execute(prepared, weights, feeds, shapes, plan, pool, np.matmul), 7),
+            "onnxruntime": best_of(lambda: session.run(None, feeds), 7)}
+    print("\nMLP 784-256-100-10 at batch 1000, one thread, best of 3-7 runs:")
+    for label, seconds in rows.items():
+        print(f"  {label:<27} {seconds * 1e3:8.2f} ms   {rows['executor + naive kernel'] / seconds:6.1f}x naive   "
+              f"{seconds / rows['onnxruntime']:6.1f}x onnxruntime's time")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3, help="grader measurements of the kernel per workload")
+    parser.add_argument("--no-grade", action="store_true", help="skip grading the whole solution")
+    args = parser.parse_args()
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        shutil.copytree(SOLUTION / "kernel", folder / "kernel", ignore=shutil.ignore_patterns("build"))
+        kernel_rows(build_library(folder / "kernel" / "mm_fast.cpp").read_bytes(), args.trials)
+        executor_rows(folder)
+    if not args.no_grade:
+        seconds = graded_run(SOLUTION / "lab8_graph_executor.ipynb", "lab8")
+        print(f"\ngrader grade of the solution: {seconds:.1f} s; / {TARGET_SECONDS:.0f} s target = "
+              f"{seconds / TARGET_SECONDS:.2f} (<= 1.00 meets the target)")
+
+
+if __name__ == "__main__":
+    main()
