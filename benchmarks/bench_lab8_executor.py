@@ -3,7 +3,7 @@ onnxruntime, and ``grader grade`` of the whole solution against the 45 s target.
 
 * kernel: the solution's ``mm_fast`` against the course's naive kernel at 500x700x1000 and on the
   residual MLP's matrix products (one CPU, best of 5 interleaved pairs, in the grader's own
-  processes: ``util.labs.lab8.timing``), ``--trials`` times;
+  processes: ``util.labs.lab8.judge_timing``), ``--trials`` times;
 * executor: dlsys's MLP at batch 1000 run inside the course's plan with the naive kernel, the
   solution's kernel and numpy's BLAS, against onnxruntime (one thread each, best of a few runs);
 * grading: ``grader grade`` of the solution, hidden cases and the grader's kernel timing included.
@@ -32,10 +32,10 @@ import numpy as np  # noqa: E402
 from grader.notebook import solution_namespace  # noqa: E402
 from util.labs.lab8.graphs import graph, random_feeds  # noqa: E402
 from util.labs.lab8.harness import load_weights, make_pool  # noqa: E402
-from util.labs.lab8.judge import matmul_sizes  # noqa: E402
+from util.labs.lab8.verify import matmul_sizes  # noqa: E402
 from util.labs.lab8.kernel import build_library, build_naive, load_matmul  # noqa: E402
 from util.labs.lab8.plans import course_plan, course_shapes  # noqa: E402
-from util.labs.lab8.timing import judge_library  # noqa: E402
+from util.labs.lab8.judge_timing import judge_library  # noqa: E402
 
 from timing import graded_run  # noqa: E402
 
@@ -74,7 +74,12 @@ def kernel_rows(library: bytes, trials: int) -> None:
 def executor_rows(folder: Path) -> None:
     import onnxruntime as ort
 
-    namespace = solution_namespace("lab8", ("8.1", "8.2", "8.3", "8.5"))
+    here = Path.cwd()
+    os.chdir(folder)                  # the notebook builds kernel/mm_fast.cpp relative to its folder
+    try:
+        namespace = solution_namespace("lab8", ("8.1", "8.2", "8.3", "8.4", "8.5"))
+    finally:
+        os.chdir(here)
     execute, transpose_weights = namespace["execute"], namespace["transpose_weights"]
     mlp = graph("mlp")
     feeds = random_feeds(mlp, {"x": [1000, 784]}, seed=8)

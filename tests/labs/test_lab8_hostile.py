@@ -1,7 +1,8 @@
 """A lab 8 notebook that patches what it can reach in its kernel gets no credit for what it did not do.
 
 The notebook replaces ``np.allclose``, ``np.shares_memory``, ``tracemalloc`` and ``time.perf_counter``,
-and the course's own judge functions (which the grader never runs in the kernel), then submits an
+the course's checks and naive kernel source (which the grader never takes from the kernel) and, if it
+could import it, the judge (the sandbox hides it), then submits an
 executor that computes outside the pool, a plan that reuses a node's input buffer, and the naive
 kernel as its "fast" one. Every verdict of those is decided by the grader on what the cases saved,
 so those cases fail; its correct shape inference and its (slow but correct) kernel's correctness
@@ -24,8 +25,8 @@ LAB = get_lab("lab8")
 PATCHES = '''
 import time, tracemalloc
 import numpy as np
-import util.labs.lab8.judge as course_judge
-import util.labs.lab8.timing as course_timing
+import util.labs.lab8.verify as course_verify
+import util.labs.lab8.kernel as course_kernel
 np.allclose = lambda *args, **kwargs: True
 np.shares_memory = lambda *args, **kwargs: True
 tracemalloc.get_traced_memory = lambda: (0, 0)
@@ -34,9 +35,13 @@ def _fast_clock():
     _clock[0] += 1e-6
     return _clock[0]
 time.perf_counter = _fast_clock
-course_judge.run_problems = lambda *args, **kwargs: []
-course_judge.check_execution = course_judge.check_kernel = lambda *args, **kwargs: []
-course_timing.judge_library = lambda *args, **kwargs: ([], {"speedup": 100.0})
+course_verify.run_problems = course_verify.output_problems = lambda *args, **kwargs: []
+course_kernel.NAIVE_SOURCE = course_kernel.NAIVE_SOURCE.replace("sum +=", "sum += 0 *")
+try:
+    import util.labs.lab8.judge as course_judge      # grader-only: the sandbox hides it from kernels
+    course_judge.check_execution = course_judge.check_kernel = lambda *args, **kwargs: []
+except ImportError:
+    pass
 '''
 EXECUTE = '''
 def execute(model, weights, feeds, shapes, plan, pool, matmul=np.matmul):

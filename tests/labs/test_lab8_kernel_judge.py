@@ -1,7 +1,7 @@
 """Lab 8's kernel judge against libraries that are wrong, slow, crash, hang, lie or cheat.
 
 The grader times and checks a student's compiled library in processes of its own
-(``util.labs.lab8.timing``); each library here is a few lines of C++ built with the course's flags
+(``util.labs.lab8.judge_timing``); each library here is a few lines of C++ built with the course's flags
 (about 0.3 s each), so the whole file takes about 15 s.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import pytest
 from grader.author.build import SOLUTIONS
 from util.artifacts import save_arrays, load_arrays
 from util.labs import get_lab
-from util.labs.lab8 import judge, timing
+from util.labs.lab8 import judge
+from util.labs.lab8 import judge_timing as timing
 from util.labs.lab8.kernel import NAIVE_SOURCE, KernelBuildError, build_library, load_matmul
 from util.labs.lab8.tasks import KERNEL
 

@@ -14,7 +14,7 @@ from grader.judge import artifacts
 from grader.notebook import solution_namespace
 from util.artifacts import case_file
 from util.labs import get_lab
-from util.labs.lab8 import judge, tasks
+from util.labs.lab8 import judge, tasks, verify
 from util.labs.lab8.graphs import GRAPHS, chain4, graph, random_feeds
 from util.labs.lab8.harness import run_arrays, run_in_plan
 from util.labs.lab8.plans import (course_plan, course_shapes, lifetimes, plan_problems, shapes_and_sizes,
@@ -50,7 +50,7 @@ def test_graphs_are_reproducible_and_run_in_onnxruntime():
             assert graph(name).SerializeToString() == graph(name).SerializeToString(), name
     zoo = graph("op_zoo")
     spec = tasks.ZOO["inputs"]
-    outputs = judge.reference_values(zoo, random_feeds(zoo, spec, seed=0))
+    outputs = verify.reference_values(zoo, random_feeds(zoo, spec, seed=0))
     assert outputs["rows"].shape == (7, 12) and outputs["middle"].shape == (2, 14, 3)
     assert outputs["bmm_shape"].tolist() == [2, 4, 5, 7]
 
@@ -151,7 +151,7 @@ def test_the_run_check_tells_inside_from_outside_the_plan(solution):
     found = {}
     for name, execute in (("solution", solution["execute"]), ("sloppy", _sloppy), ("outside", _outside)):
         run = run_in_plan(execute, model, feeds)
-        found[name] = judge.run_problems(model, sizes, feeds, run_arrays(run), OUTPUTS)
+        found[name] = verify.run_problems(model, sizes, feeds, run_arrays(run), OUTPUTS)
     assert found["solution"] == []
     assert len(found["sloppy"]) == 1 and found["sloppy"][0].startswith("execute allocated ")
     assert found["outside"][0] == "env['h1'] is not a view of the start of its buffer 0"
@@ -164,7 +164,7 @@ def test_a_run_with_wrong_numbers_or_garbage_is_refused(solution):
     arrays = run_arrays(run_in_plan(solution["execute"], model, feeds))
     arrays["output/y"] = arrays["output/y"] + 1e-3
     sizes = shapes_and_sizes(model, spec["inputs"])
-    assert judge.run_problems(model, sizes, feeds, arrays, OUTPUTS) == [
+    assert verify.run_problems(model, sizes, feeds, arrays, OUTPUTS) == [
         "output 'y' differs from onnxruntime's by up to 0.001"]
     assert judge.check_execution(spec, b"garbage", OUTPUTS)[0].startswith("not an array file")
     assert judge.check_plan(LAB.task("8.2").cases[3].spec, b"{", Tolerance()) == ["the saved plan is not JSON"]

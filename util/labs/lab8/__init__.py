@@ -2,6 +2,7 @@
 
 ``tasks.py`` declares the lab; ``graphs.py`` builds its ONNX graphs; ``plans.py`` holds the course's
 shapes, lifetimes, plan check and plan; ``harness.py`` runs an executor inside a plan as the grader
-does; ``kernel.py`` builds and loads C++ kernels; ``plots.py`` draws plans; ``timing.py`` and
-``judge.py`` are the grader's side.
+does; ``verify.py`` says what is wrong with a run (public checks and judge share it); ``kernel.py``
+builds and loads C++ kernels; ``plots.py`` draws plans. ``judge.py`` and ``judge_timing.py`` are the
+grader's side (graded kernels and student copies do not have them).
 """

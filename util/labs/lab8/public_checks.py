@@ -83,7 +83,7 @@ def _chain_run(fn) -> str | None:
     from util.contract import Tolerance
     from util.labs.lab8.graphs import chain4
     from util.labs.lab8.harness import run_arrays, run_in_plan
-    from util.labs.lab8.judge import run_problems
+    from util.labs.lab8.verify import run_problems
     from util.labs.lab8.plans import shapes_and_sizes
 
     model = chain4()
@@ -112,7 +112,7 @@ def _chain_with_kernel(fn) -> str | None:
     import numpy as np
 
     from util.labs.lab8.graphs import chain4
-    from util.labs.lab8.judge import reference_values
+    from util.labs.lab8.verify import reference_values
     from util.labs.lab8.kernel import build_library
 
     model = chain4()

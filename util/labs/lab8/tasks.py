@@ -7,7 +7,7 @@ and its ``kernel/`` (the C++ source), built with g++ inside the sandbox.
 
 Verdicts that are known to be true of a correct answer are decided by the grader on what a case
 saved (``judge.py``): the plan's validity, the run inside the plan, outputs against onnxruntime,
-the kernel's correctness and speed (timed by the grader in processes of its own, ``timing.py``).
+the kernel's correctness and speed (timed by the grader in processes of its own, ``judge_timing.py``).
 Tasks 8.3 and 8.5 receive the course's shapes and plan, so a slip in 8.1 or 8.2 is charged once.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ OUTPUTS = Tolerance(rtol=1e-4, atol=1e-5)
 """An executor's outputs against onnxruntime's: float32 summation orders differ by about 1e-7."""
 KERNEL = Tolerance(rtol=1e-4, atol=1e-4)
 """A kernel's ``C`` against float64: sums of up to 2,000 products of numbers in [-1, 1]."""
-MLP = {"graph": "mlp", "inputs": {"x": [1000, 784]}}
 RESNET18 = {"graph": "resnet18", "inputs": {"input": [1, 3, 64, 64]}}
 ZOO = {"graph": "op_zoo", "inputs": {"img": [1, 3, 17, 13], "seq": [7, 3, 4], "batch4d": [2, 1, 5, 3],
                                      "vec": [6], "mat": [5, 9]}}
@@ -77,14 +76,6 @@ def _execute(fn: Callable, spec: Mapping[str, Any]) -> Any:
     model = _graph(spec)
     run = run_in_plan(fn, model, random_feeds(model, spec["inputs"], spec["seed"]))
     return save_arrays(run_arrays(run), spec, LAB_NAME)
-
-
-def _library_arrays() -> dict:
-    import numpy as np
-
-    from util.labs.lab8.kernel import build_library
-
-    return {"library": np.frombuffer(build_library(KERNEL_SOURCE).read_bytes(), dtype=np.uint8)}
 
 
 def _kernel(fn: Callable, spec: Mapping[str, Any]) -> Any:
