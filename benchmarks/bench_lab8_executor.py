@@ -20,6 +20,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -102,6 +103,54 @@ def executor_rows(folder: Path) -> None:
               f"{seconds / rows['onnxruntime']:6.1f}x onnxruntime's time")
 
 
+class TreeCpu:
+    """CPU seconds of every process below this one (the grader, its kernel, its judges' children),
+    sampled from /proc every 50 ms; on a quiet machine the graded wall time is about this much.
+    A process that ends between two samples loses at most its last 50 ms."""
+
+    def __init__(self) -> None:
+        self.seen: dict[int, float] = {}
+        self.own = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _table(self) -> dict[int, tuple[int, float]]:
+        tick, table = os.sysconf("SC_CLK_TCK"), {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+                except OSError:
+                    continue
+                table[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / tick)
+        return table
+
+    def _sample(self) -> None:
+        me = os.getpid()
+        while not self._stop.is_set():
+            table = self._table()
+            for pid, (parent, cpu) in table.items():
+                hops = 0
+                while parent in table and parent != me and hops < 40:
+                    parent, hops = table[parent][0], hops + 1
+                if parent == me and pid != me:
+                    self.seen[pid] = max(self.seen.get(pid, 0.0), cpu)
+            time.sleep(0.05)
+        self.own = time.thread_time()
+
+    def __enter__(self) -> "TreeCpu":
+        self._start = os.times()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        end = os.times()
+        mine = end.user + end.system - self._start.user - self._start.system - self.own
+        self.seconds = sum(self.seen.values()) + mine
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3, help="grader measurements of the kernel per workload")
@@ -114,9 +163,13 @@ def main() -> None:
         kernel_rows(build_library(folder / "kernel" / "mm_fast.cpp").read_bytes(), args.trials)
         executor_rows(folder)
     if not args.no_grade:
-        seconds = graded_run(SOLUTION / "lab8_graph_executor.ipynb", "lab8")
-        print(f"\ngrader grade of the solution: {seconds:.1f} s; / {TARGET_SECONDS:.0f} s target = "
-              f"{seconds / TARGET_SECONDS:.2f} (<= 1.00 meets the target)")
+        with TreeCpu() as cpu:
+            seconds = graded_run(SOLUTION / "lab8_graph_executor.ipynb", "lab8")
+        print(f"\ngrader grade of the solution: {seconds:.1f} s wall (load average now "
+              f"{os.getloadavg()[0]:.1f}); / {TARGET_SECONDS:.0f} s target = {seconds / TARGET_SECONDS:.2f} "
+              "(<= 1.00 meets the target)")
+        print(f"CPU time of the grading's process tree: {cpu.seconds:.1f} s (about the wall time on a quiet "
+              f"machine); / {TARGET_SECONDS:.0f} s = {cpu.seconds / TARGET_SECONDS:.2f}")
 
 
 if __name__ == "__main__":
