@@ -20,20 +20,21 @@ a full-size temporary of any activation in the hidden cases does not)."""
 
 def reference_values(model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every node output of ``model`` on ``feeds``, by onnxruntime (one thread, no graph rewrites)."""
-    import onnx
     import onnxruntime as ort
+    from onnx import TensorProto, helper
 
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    present = {value.name for value in exposed.graph.output}
-    for node in exposed.graph.node:
-        for name in node.output:
-            if name not in present:
-                exposed.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    # the same nodes, weights and inputs, with every node output listed as a graph output: a declared
+    # output keeps its type, any other is float32 (as every tensor the executors compute is)
+    declared = {value.name: value for value in model.graph.output}
+    results = [declared.get(tensor) or helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None)
+               for tensor in dict.fromkeys(t for n in model.graph.node for t in n.output if t)]
+    every = helper.make_model(helper.make_graph(model.graph.node, model.graph.name, model.graph.input, results,
+                                                model.graph.initializer), opset_imports=model.opset_import)
+    every.ir_version = model.ir_version
     options = ort.SessionOptions()
     options.intra_op_num_threads = options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(exposed.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(every.SerializeToString(), options, providers=["CPUExecutionProvider"])
     return dict(zip([o.name for o in session.get_outputs()], session.run(None, dict(feeds))))
 
 
