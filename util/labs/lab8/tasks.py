@@ -1,0 +1,198 @@
+"""Lab 8, a graph executor (dlsys 2018 assignment 2 on ONNX): the one declaration of its tasks.
+
+Students infer every tensor's shape (8.1), plan memory so tensors share buffers under a stated
+policy (8.2), run the graph inside a plan with numpy (8.3), write a C++ matmul kernel that beats
+the course's naive one (8.4) and put the two together (8.5). A submission is a folder: the notebook
+and its ``kernel/`` (the C++ source), built with g++ inside the sandbox.
+
+Verdicts that are known to be true of a correct answer are decided by the grader on what a case
+saved (``judge.py``): the plan's validity, the run inside the plan, outputs against onnxruntime,
+the kernel's correctness and speed (timed by the grader in processes of its own, ``judge_timing.py``).
+Tasks 8.3 and 8.5 receive the course's shapes and plan, so a slip in 8.1 or 8.2 is charged once.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab8.public_checks import CHECKS
+
+LAB_NAME = "lab8"
+JUDGE = "util.labs.lab8.judge"
+KERNEL_SOURCE = "kernel/mm_fast.cpp"
+"""The student's kernel, relative to the notebook's folder (the grader's scratch folder)."""
+OUTPUTS = Tolerance(rtol=1e-4, atol=1e-5)
+"""An executor's outputs against onnxruntime's: float32 summation orders differ by about 1e-7."""
+KERNEL = Tolerance(rtol=1e-4, atol=1e-4)
+"""A kernel's ``C`` against float64: sums of up to 2,000 products of numbers in [-1, 1]."""
+RESNET18 = {"graph": "resnet18", "inputs": {"input": [1, 3, 64, 64]}}
+ZOO = {"graph": "op_zoo", "inputs": {"img": [1, 3, 17, 13], "seq": [7, 3, 4], "batch4d": [2, 1, 5, 3],
+                                     "vec": [6], "mat": [5, 9]}}
+
+
+def _graph(spec: Mapping[str, Any]):
+    from util.labs.lab8.graphs import graph
+
+    return graph(spec["graph"])
+
+
+def _infer(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's shapes for every graph input and node output (``onnx.shape_inference`` refused)."""
+    import onnx.shape_inference
+
+    def refused(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("infer_shapes must work the shapes out itself; onnx.shape_inference is not "
+                           "available to it")
+
+    model, original = _graph(spec), onnx.shape_inference.infer_shapes
+    onnx.shape_inference.infer_shapes = refused
+    try:
+        return fn(model, {name: list(shape) for name, shape in spec["inputs"].items()})
+    finally:
+        onnx.shape_inference.infer_shapes = original
+
+
+def _plan(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's plan on the course's shapes: summarised for the reference, saved for the judge."""
+    import json
+
+    from util.answers import to_jsonable
+    from util.artifacts import save_file
+    from util.labs.lab8.plans import course_shapes, summarize_plan
+
+    model = _graph(spec)
+    shapes = course_shapes(model, spec["inputs"])
+    plan = to_jsonable(fn(model, shapes), "plan")
+    saved = save_file(json.dumps(plan).encode(), spec, LAB_NAME, ".json")
+    return {**summarize_plan(model, shapes, plan), **saved}
+
+
+def _execute(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's executor inside the course's plan; what it left is saved for the judge."""
+    from util.artifacts import save_arrays
+    from util.labs.lab8.graphs import random_feeds
+    from util.labs.lab8.harness import run_arrays, run_in_plan
+
+    model = _graph(spec)
+    run = run_in_plan(fn, model, random_feeds(model, spec["inputs"], spec["seed"]))
+    return save_arrays(run_arrays(run), spec, LAB_NAME)
+
+
+def _kernel(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The library the student's ``build_fast_kernel()`` built, saved for the grader to test and time."""
+    from pathlib import Path
+
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    path = Path(fn())
+    if not path.is_file():
+        raise FileNotFoundError(f"build_fast_kernel() returned {str(path)!r}, which is not a file")
+    return save_arrays({"library": np.frombuffer(path.read_bytes(), dtype=np.uint8)}, spec, LAB_NAME)
+
+
+def _end_to_end(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's ``run_with_kernel`` on the graph with their kernel; outputs and library saved."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab8.graphs import random_feeds
+    from util.labs.lab8.kernel import build_library
+
+    model = _graph(spec)
+    library = build_library(KERNEL_SOURCE)
+    outputs = fn(model, random_feeds(model, spec["inputs"], spec["seed"]), str(library))
+    arrays = {f"output/{name}": np.asarray(value, dtype=np.float64) for name, value in dict(outputs).items()}
+    arrays["library"] = np.frombuffer(library.read_bytes(), dtype=np.uint8)
+    return save_arrays(arrays, spec, LAB_NAME)
+
+
+def prepare() -> None:
+    """Fill the ONNX export cache with ResNet-18 at 1x3x64x64 (hidden cases of 8.1 and 8.2)."""
+    from util.labs.lab8.graphs import resnet18
+
+    resnet18()
+
+
+def _kernel_case(name: str, points: float, **spec: Any) -> Case:
+    return Case(name, {"check": [], "timed": [], "seed": 84, **spec}, points)
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Graph executor",
+    notebook="lab8_graph_executor/lab8_graph_executor.ipynb",
+    support=("kernel",),
+    prepare="util.labs.lab8.tasks:prepare",
+    notebook_timeout=600,
+    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py",
+             "solutions/lab8_graph_executor/kernel/mm_fast.cpp"),
+    tasks=(
+        Task(
+            id="8.1", title="Shape inference", points=4,
+            answer="infer_shapes(mlp, {'x': [1000, 784]}): {tensor: shape} for the graph input and every node "
+                   "output",
+            keys=("x", "h1", "a1", "h2", "a2", "logits", "y"),
+            function="infer_shapes", run_case=_infer, checks=CHECKS["8.1"],
+            cases=(
+                Case("op_zoo", ZOO, 4),
+                Case("cnn@3", {"graph": "cnn", "inputs": {"x": [3, 1, 28, 28]}}, 4),
+                Case("residual_mlp@7", {"graph": "residual_mlp", "inputs": {"x": [7, 784]}}, 4),
+                Case("resnet18@1x3x64x64", RESNET18, 4),
+            ),
+        ),
+        Task(
+            id="8.2", title="Memory plan", points=5,
+            answer="summarize_plan(mlp, shapes, plan) plus the plan's assign: {'naive_bytes', 'planned_bytes', "
+                   "'buffers', 'buffer_bytes', 'assign'}",
+            keys=("naive_bytes", "planned_bytes", "buffers", "buffer_bytes", "assign"),
+            function="plan_memory", run_case=_plan, grader_check=f"{JUDGE}:check_plan", checks=CHECKS["8.2"],
+            cases=(
+                Case("residual_mlp@128", {"graph": "residual_mlp", "inputs": {"x": [128, 784]}}, 5),
+                Case("cnn@16", {"graph": "cnn", "inputs": {"x": [16, 1, 28, 28]}}, 5),
+                Case("resnet18@1x3x64x64", RESNET18, 5),
+                Case("consumed_output@64", {"graph": "consumed_output", "inputs": {"x": [64, 8]}}, 5),
+            ),
+        ),
+        Task(
+            id="8.3", title="Executor inside the plan", points=5,
+            answer="execution_report(run) of the MLP at batch 1000: {'y_first_row', 'tensors_in_place', "
+                   "'peak_within_bound'}",
+            keys=("y_first_row", "tensors_in_place", "peak_within_bound"), tolerance=OUTPUTS,
+            function="execute", run_case=_execute, grader_check=f"{JUDGE}:check_execution", checks=CHECKS["8.3"],
+            cases=(
+                Case("residual_mlp@256", {"graph": "residual_mlp", "inputs": {"x": [256, 784]}, "seed": 83}, 5),
+                Case("mlp@500", {"graph": "mlp", "inputs": {"x": [500, 784]}, "seed": 84}, 5),
+                Case("consumed_output@64", {"graph": "consumed_output", "inputs": {"x": [64, 8]}, "seed": 85}, 5),
+            ),
+        ),
+        Task(
+            id="8.4", title="Fast matmul kernel", points=5,
+            answer="kernel_report(mm_fast): {'hand_example': 2x2 list, 'odd_sizes_correct': {size: bool}}",
+            keys=("hand_example", "odd_sizes_correct"), tolerance=KERNEL,
+            function="build_fast_kernel", run_case=_kernel, grader_check=f"{JUDGE}:check_kernel",
+            checks=CHECKS["8.4"],
+            cases=(
+                _kernel_case("1x1x1 and 3x5x2000", 4, check=[[1, 1, 1], [3, 5, 2000]]),
+                _kernel_case("257x383x311", 4, check=[[257, 383, 311]]),
+                _kernel_case("64x1000x3", 4, check=[[64, 1000, 3]]),
+                _kernel_case("3x faster than naive at 500x700x1000, one thread", 8, timed=[[500, 700, 1000]],
+                             pairs=5, min_speedup=3.0),
+            ),
+        ),
+        Task(
+            id="8.5", title="End to end", points=4,
+            answer="end_to_end_report(...) of the MLP at batch 1000: {'gemms_transposed', 'transB_left', "
+                   "'y_first_row'}",
+            keys=("gemms_transposed", "transB_left", "y_first_row"), tolerance=OUTPUTS,
+            function="run_with_kernel", run_case=_end_to_end, grader_check=f"{JUDGE}:check_end_to_end",
+            checks=CHECKS["8.5"],
+            cases=(
+                Case("residual_mlp@256, outputs and 3x speed",
+                     {"graph": "residual_mlp", "inputs": {"x": [256, 784]}, "seed": 86, "pairs": 5,
+                      "min_speedup": 3.0}, 6),
+            ),
+        ),
+    ),
+)
