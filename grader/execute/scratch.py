@@ -20,6 +20,7 @@ from grader.execute.kernel import Execution, execute
 from grader.execute.limits import Limits
 from grader.judge.artifacts import read_files
 from grader.judge.exports import read_exports
+from grader.report.results import GRADER_FAULT
 from util.answers import OUTPUT_DIR_ENV
 from util.artifacts import FILES_DIR
 from util.contract import Lab
@@ -99,11 +100,16 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
     try:
         copy_support(lab, source_dir, scratch)
         answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
-        execution = execute(
-            nb, scratch, kernel_env(answers_dir),
-            cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
-            extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
-            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+        try:
+            execution = execute(
+                nb, scratch, kernel_env(answers_dir),
+                cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
+                extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
+                extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+        except Exception as exc:  # a grader bug while running: what was exported before still counts
+            execution = Execution("crash", 0.0, (), f"{GRADER_FAULT} run this notebook to the end ({type(exc).__name__}: "
+                                  f"{str(exc)[:300]}); it is not your fault: answers exported before still count, "
+                                  "and it will be graded again")
         exports = read_exports(answers_dir, cases_path)  # bounded, links not followed, shapes checked
         files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
         return Run(exports.answers, exports.cases, execution, nb, files, exports.refused)

@@ -33,9 +33,8 @@ from grader import notebook
 from grader.grade import resume
 from grader.grade.collect import find_submissions, folder_name, output_names, refusal, resolve_lab
 from grader.grade.submission import _unreadable, grade_submission
-from grader.judge.score import GRADER_FAULT
 from grader.report import classbook, files, gradebook, safe_text, stats
-from grader.report.results import SubmissionResult
+from grader.report.results import GRADER_FAULT, SubmissionResult
 from grader.report.settings import Settings
 from util.answers import write_json
 from util.labs import LABS, get_lab

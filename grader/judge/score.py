@@ -15,13 +15,10 @@ from typing import Any, Mapping
 
 from grader.execute.kernel import Execution
 from grader.judge.compare import compare, describe
-from grader.report.results import ANSWER, CheckResult, TaskResult
+from grader.report.results import ANSWER, GRADER_FAULT, CheckResult, TaskResult
 from grader.report.safe_text import shorten
 from util.contract import Lab, Task
 
-GRADER_FAULT = "the grader could not"
-"""Messages starting with this are the grader's fault, not the student's: the submission is graded
-again on the next run (:mod:`grader.grade.batch` does not store it as done)."""
 
 
 def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:

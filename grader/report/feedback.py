@@ -18,8 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from grader.report import safe_text
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
-from grader.judge.score import GRADER_FAULT
+from grader.report.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "

@@ -21,6 +21,10 @@ from util.contract import ANSWER  # noqa: F401  (re-exported: the check on a tas
 STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")
 """Every status a check can have. Only ``passed`` earns points."""
 
+GRADER_FAULT = "the grader could not"
+"""Messages starting with this are the grader's fault, not the student's: such a submission is not
+stored as done, so the next run grades it again (:mod:`grader.batch`)."""
+
 MAX_NOTES = 20
 """Notes kept per submission (a notebook whose 500 cells raise gets 20, and a count of the rest)."""
 
