@@ -1,0 +1,116 @@
+"""Property tests (Hypothesis) of everything that handles a student's data in the grader's own
+process: arbitrary answers through the comparison and the feedback, arbitrary names and messages
+through every result writer, arbitrary file names, metadata, answers and messages through a whole
+batch. Each asserts: no exception escapes, every file has a row, every output file is valid
+(strict UTF-8, JSON that parses, Markdown that renders no tag or link of the student's) and
+bounded."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import unicodedata
+from pathlib import Path
+
+import mistune
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from grader import feedback, gradebook, stats
+from grader.compare import compare, describe
+from grader.results import CheckResult, SubmissionResult, TaskResult
+from util.contract import EXACT, Tolerance
+
+TEXT = st.text(st.characters(codec=None, categories=None), max_size=200) | st.sampled_from([
+    "\x1b[2J\x1b]52;c;cm0gLXJmIH4=\x07\x1b[32mALL PASSED\x1b[0m", "<script>alert(1)</script>",
+    "[your grade](https://evil.example)", '=HYPERLINK("http://evil","x")', "\ud800\udcff", "E" * 5000,
+    "| a | b |\n|---|---|", "+1-2", "@SUM(A1)", "\t=1", "-", "www.evil.example", "a@b.example"])
+NUMBERS = st.integers() | st.integers(min_value=10**300, max_value=10**400) | st.floats()
+JSON = st.recursive(st.none() | st.booleans() | NUMBERS | TEXT,
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4), max_leaves=20)
+REFERENCE = st.recursive(st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+                         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner,
+                                                                                      max_size=3), max_leaves=8)
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MD = mistune.create_markdown(escape=False, plugins=["table", "url", "strikethrough"])
+OWN_TAGS = re.compile(r"<(?!/?(p|h1|h2|strong|em|table|thead|tbody|tr|th|td|ul|li|br)\b)", re.IGNORECASE)
+STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")
+
+
+def clean_text(text: str, what: str) -> None:
+    """``text`` is valid UTF-8 with no control characters but newline and tab."""
+    text.encode("utf-8")
+    bad = [c for c in text if unicodedata.category(c) == "Cc" and c not in "\n\t"]
+    assert not bad, f"{what} holds control characters {bad[:5]!r}"
+
+
+def clean_json(value, what: str) -> None:
+    if isinstance(value, str):
+        value.encode("utf-8")  # no lone surrogate came back from the file
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            clean_json(key, what)
+            clean_json(item, what)
+    elif isinstance(value, list):
+        for item in value:
+            clean_json(item, what)
+
+
+def check_markdown(text: str, what: str) -> None:
+    clean_text(text, what)
+    rendered = MD(text)
+    assert not OWN_TAGS.search(rendered), f"{what} renders a tag of the student's: {OWN_TAGS.search(rendered)}"
+
+
+def check_csv(path: Path, rows: int | None = None) -> list[list[str]]:
+    text = path.read_bytes().decode("utf-8")
+    clean_text(text.replace("\r\n", "\n"), path.name)
+    table = list(csv.reader(io.StringIO(text)))
+    for row in table:
+        for cell in row:
+            assert not cell.startswith(("=", "+", "-", "@", "\t", "\r")) or re.fullmatch(r"[+-][\d.eE+-]*", cell), cell
+    if rows is not None:
+        assert len(table) == rows + 1, (len(table), rows)
+    return table
+
+
+@SETTINGS
+@given(REFERENCE, JSON, st.booleans())
+def test_comparing_any_answer_never_raises_and_says_little(expected, actual, reveal):
+    mismatches = compare(expected, actual, Tolerance(rtol=1e-3, atol=1e-9))
+    text = describe(mismatches, Tolerance(rtol=1e-3, atol=1e-9), reveal)
+    assert len(text) < 2000
+    assert compare(expected, expected, EXACT) == []  # a reference always matches itself
+
+
+RESULTS = st.builds(
+    lambda name, notes, messages, statuses, status: SubmissionResult(
+        name, "lab9", tuple(TaskResult(f"9.{i}", "Task", (CheckResult(f"case {m[:10]}", s, 0, 5, m, i % 2 == 0),))
+                            for i, (m, s) in enumerate(zip(messages, statuses))), 1.0, status, tuple(notes)),
+    TEXT, st.lists(TEXT, max_size=30), st.lists(TEXT, min_size=1, max_size=4),
+    st.lists(st.sampled_from(STATUSES), min_size=4, max_size=4), st.sampled_from(("completed", "timeout", "crash")))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(TEXT, RESULTS), min_size=1, max_size=4))
+def test_every_result_writer_writes_valid_bounded_files(tmp_path_factory, graded):
+    folder = tmp_path_factory.mktemp("writers")
+    for name, result in graded:
+        data = json.loads(json.dumps(result.to_gradescope_dict(), ensure_ascii=False).encode("utf-8"))
+        clean_json(data, "results.json")
+        assert len(json.dumps(data)) < 200_000 and len(result.notes) <= 20
+        for test in data["tests"]:
+            clean_text(test["output"], "a test's output")
+        text = feedback.render(name, result)
+        assert len(text) < 200_000
+        check_markdown(text, "feedback.md")
+        assert SubmissionResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # stored, reloaded
+        for line in gradebook.render([(name, result)]).splitlines():
+            clean_text(line, "the gradebook table")
+    gradebook.write_csv(folder / "gradebook.csv", graded, {name: ["x"] for name, _ in graded})
+    check_csv(folder / "gradebook.csv", len(graded))
+    class_stats = stats.compute(graded)
+    stats.write_csv(folder / "statistics.csv", class_stats)
+    check_csv(folder / "statistics.csv")
+    clean_text(stats.render(class_stats), "the statistics table")
