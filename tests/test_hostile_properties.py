@@ -17,9 +17,9 @@ import mistune
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader import feedback, gradebook, stats
-from grader.compare import compare, describe
-from grader.results import CheckResult, SubmissionResult, TaskResult
+from grader.report import feedback, gradebook, stats
+from grader.judge.compare import compare, describe
+from grader.report.results import CheckResult, SubmissionResult, TaskResult
 from util.contract import EXACT, Tolerance
 
 TEXT = st.text(st.characters(codec=None, categories=None), max_size=200) | st.sampled_from([

@@ -4,7 +4,7 @@ Whatever the files are called or hold, every submitted path gets its own row, na
 was submitted (never after what a link points to):
 
 * folders are walked without following links; a link, a FIFO, a device or a socket is a
-  submission that is not read (:func:`refusal` says why), so a student's ``lab1.ipynb`` that links
+  submission that is not read (:func:`refusal` says why), so a student's ``labN.ipynb`` that links
   to the solution, or a FIFO that would block the grader, costs nothing but its own row;
 * names are made safe for a folder and for every place they are shown (:func:`output_names`):
   bytes that are not UTF-8 show as ``\\xff``, control characters are dropped, names stay short and
@@ -81,7 +81,7 @@ def find_submissions(paths: Iterable[Path]) -> list[Path]:
     """What to grade: every path named directly that is not a folder (whatever it is, even absent),
     every notebook under a named folder, and every student folder (a subfolder of a named folder)
     that holds no notebook, or is a link, so a student who uploaded a ``.py``, nothing, or a link
-    still gets a row saying so. A lab's support folder (lab 4's ``cpp/``) beside a notebook is part
+    still gets a row saying so. A lab's support folder (a C++ lab's ``cpp/``) beside a notebook is part
     of that submission, not a student. A named folder may be a link (the instructor named it);
     nothing under it is followed."""
     found: list[Path] = []
@@ -130,7 +130,7 @@ def _stem(path: Path) -> str:
 def output_names(paths: list[Path]) -> list[str]:
     """A distinct, safe folder name per submission: its file name without ``.ipynb`` or, for names
     that several submissions share, its path from their common folder (``alice__lab1``; a folder
-    named like its notebook is not repeated: ``lab4__x/x.ipynb`` -> ``lab4__x``). Paths are never
+    named like its notebook is not repeated: ``labN__x/x.ipynb`` -> ``labN__x``). Paths are never
     resolved: a link is named after itself, not its target."""
     if not paths:
         return []
