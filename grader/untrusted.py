@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from grader.execute.limits import format_size
+from util.answers import MAX_DEPTH as ANSWER_DEPTH
 
-MAX_DEPTH = 32
-"""Deepest nesting of lists and objects read by default (reference answers nest at most 6 levels)."""
+MAX_DEPTH = ANSWER_DEPTH + 3
+"""Deepest nesting of lists and objects read by default: an answer as deep as ``util.answers`` exports
+(:data:`util.answers.MAX_DEPTH`, 32) inside its record (task -> case -> record -> value)."""
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _BRACKETS = bytes(range(256)).translate(None, b"[]{}")

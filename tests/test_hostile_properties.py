@@ -14,6 +14,7 @@ import unicodedata
 from pathlib import Path
 
 import mistune
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -114,3 +115,61 @@ def test_every_result_writer_writes_valid_bounded_files(tmp_path_factory, graded
     stats.write_csv(folder / "statistics.csv", class_stats)
     check_csv(folder / "statistics.csv")
     clean_text(stats.render(class_stats), "the statistics table")
+
+
+FILE_NAME = st.builds(lambda head, body, notebook: head + body + (b".ipynb" if notebook else b""),
+                      st.sampled_from([b"", b"=", b"+", b"-", b"@", b"\t", b"\x1b[2J", b"lab9", b"\xff", b"."]),
+                      st.binary(max_size=20), st.booleans()).filter(
+    lambda b: b and b"/" not in b and b"\0" not in b and b not in (b".", b".."))
+NOTEBOOK = st.builds(lambda course, cells: {"cells": cells, "metadata": {"course": course}, "nbformat": 4,
+                                            "nbformat_minor": 5},
+                     st.just({"lab": "lab9"}) | JSON,
+                     st.lists(st.builds(lambda source: {"id": "cell", "cell_type": "code", "source": source,
+                                                        "metadata": {}, "outputs": [], "execution_count": None}, TEXT),
+                              max_size=1))
+CONTENT = NOTEBOOK.map(lambda nb: json.dumps(nb).encode()) | st.binary(max_size=200)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(files=st.lists(st.tuples(FILE_NAME, CONTENT), min_size=1, max_size=4),
+       answers=st.dictionaries(st.sampled_from(["9.1", "9.2", "x"]), JSON, max_size=3),
+       messages=st.lists(TEXT, max_size=3))
+def test_a_batch_of_any_files_answers_and_messages_gives_every_file_a_valid_row(tmp_path_factory, files, answers,
+                                                                                 messages):
+    """Real files with any names and metadata; the kernel's side replaced by a run that exported
+    ``answers`` and raised ``messages`` (the grader's side is what is tested here)."""
+    import contextlib
+    import os
+
+    from grader.execute.kernel import CellError, Execution
+    from grader.execute.scratch import Run
+    from grader.grade import batch, submission
+    from tinylab import registered
+
+    root = tmp_path_factory.mktemp("batch")
+    for i, (name, content) in enumerate(files):
+        folder = os.path.join(os.fsencode(root), b"class", f"s{i}".encode())
+        os.makedirs(folder)
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(content)
+
+    def run(nb, lab, **kwargs):
+        errors = tuple(CellError(i, "9.2", message, message) for i, message in enumerate(messages))
+        return Run(dict(answers), {}, Execution("completed", 0.1, errors), nb)
+
+    printed = io.StringIO()
+    with registered(root / "references"), pytest.MonkeyPatch.context() as patch, \
+            contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+        patch.setattr(submission, "run_notebook", run)
+        code = batch.main(paths=[root / "class"], out=root / "out", progress=False, sandbox=False,
+                          show_feedback=True, feedback_dir=root / "feedback")
+    assert code in (0, 1)
+    clean_text(printed.getvalue(), "what the batch printed")
+    table = check_csv(root / "out" / "gradebook.csv", len(files))  # a row per student folder
+    for row in table[1:]:
+        folder = root / "out" / row[0].removeprefix("'")
+        data = json.loads((folder / "results.json").read_bytes().decode("utf-8"))
+        clean_json(data, "results.json")
+        assert len(json.dumps(data)) < 200_000
+        check_markdown((folder / "feedback.md").read_bytes().decode("utf-8"), "feedback.md")
+    check_csv(root / "out" / "statistics.csv")
