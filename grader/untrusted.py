@@ -59,9 +59,12 @@ def loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
 
 def read_bounded(path: Path, limit: int) -> bytes:
     """The bytes of the plain file ``path`` (never through a link), or :class:`Refused` when it is
-    a link, not a plain file, or over ``limit`` bytes: then nothing is read."""
+    a link, not a plain file, or over ``limit`` bytes: then nothing is read. A path that does not
+    exist raises ``FileNotFoundError``."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
     except OSError as exc:
         raise Refused("it is a link, which the grader does not follow" if os.path.islink(path)
                       else f"it could not be opened ({exc.strerror})") from None

@@ -116,3 +116,30 @@ def test_identical_notebooks_are_each_listed_not_merged(tmp_path):
     assert names == ["a__lab1", "b__lab1", "c__lab1"]
     assert identical(names, found) == {"a__lab1": ["b__lab1"], "b__lab1": ["a__lab1"]}
     assert c in found
+
+
+def test_a_link_to_the_solution_is_refused_under_the_students_name(tmp_path):
+    from grader import REPO
+    from util.labs import LABS
+
+    solution = REPO / "solutions" / next(iter(LABS.values())).notebook
+    os.symlink(solution, tmp_path / "lab1.ipynb")
+    assert output_names(find_submissions([tmp_path])) == ["lab1"]
+    assert "lab1.ipynb is a symbolic link" in refusal(tmp_path / "lab1.ipynb")
+    with pytest.raises(ValueError, match="it is a link, which the grader does not follow"):
+        read(tmp_path / "lab1.ipynb")  # even asked directly, the grader does not read through it
+
+
+def test_the_command_line_says_no_such_file_and_where_json_breaks(tmp_path, capsys):
+    from grader import cli
+
+    assert cli.main(["check", str(tmp_path / "missing.ipynb")]) == 1
+    assert "missing.ipynb: no such file or folder" in capsys.readouterr().out
+    (tmp_path / "homework.ipynb").write_text('{"cells": [}')
+    code = cli.main(["grade", str(tmp_path / "homework.ipynb"), str(tmp_path / "gone.ipynb"),
+                     "--out", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "homework.ipynb is not a valid Jupyter notebook: it is not valid JSON (Expecting value at line 1, " \
+           "column 12); and cannot tell which lab this is" in err
+    assert "not graded: gone: " in err and "gone.ipynb: no such file or folder" in err

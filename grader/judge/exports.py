@@ -68,6 +68,10 @@ def _cases(data: Any) -> dict[str, dict[str, dict[str, Any]]]:
     return out
 
 
+def _why(exc: Exception) -> str:
+    return str(exc) if isinstance(exc, Refused) else f"it could not be read ({getattr(exc, 'strerror', None) or exc})"
+
+
 def _answer_names(folder: Path) -> tuple[list[str], int]:
     """The first :data:`MAX_ANSWER_FILES` + 1 ``*.json`` names in ``folder`` in name order (memory
     bounded, however many files there are) and how many there are."""
@@ -99,8 +103,8 @@ def read_exports(answers_dir: Path, cases_path: Path) -> Exports:
             data = read_bounded(cases_path, MAX_CASES_BYTES)
             budget -= len(data)
             exports.cases.update(_cases(loads(data)))
-        except Refused as exc:
-            exports.refused[HIDDEN] = str(exc)
+        except (Refused, OSError) as exc:
+            exports.refused[HIDDEN] = _why(exc)
     if answers_dir.is_symlink() or not answers_dir.is_dir():
         return exports
     names, count = _answer_names(answers_dir)
@@ -120,6 +124,6 @@ def read_exports(answers_dir: Path, cases_path: Path) -> Exports:
             if not isinstance(record, dict) or "value" not in record or not isinstance(record.get("task"), str):
                 raise Refused('it is not an exported answer ({"task": ..., "value": ...})')
             exports.answers[record["task"]] = record["value"]
-        except Refused as exc:
-            exports.refused[task] = str(exc)
+        except (Refused, OSError) as exc:
+            exports.refused[task] = _why(exc)
     return exports
