@@ -137,7 +137,7 @@ _MARKDOWN_ANYWHERE = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9
 word, as in ``count_macs``, makes no emphasis and is left as it is)."""
 _MARKDOWN_START = re.compile(r"^(?:([#+\-=>])|(\d{1,9})([.)]))")
 """What makes a heading, a list, a rule or a quote at the start of a line."""
-_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=[\w-]+\.\w)", re.IGNORECASE)
 
 
 def markdown(text: Any, limit: int = LIMIT_MESSAGE) -> str:
@@ -146,8 +146,9 @@ def markdown(text: Any, limit: int = LIMIT_MESSAGE) -> str:
     Line breaks become spaces; ``& < >`` become HTML entities (no HTML, no ``<https://...>``
     link); the characters that make code, emphasis, links, images, table cells or strikethrough
     are backslash-escaped, and so is a leading heading, list or quote marker; a zero-width space
-    after ``://``, ``www`` and ``@`` stops renderers from turning bare addresses into links. The
-    limit counts the text before escaping.
+    after ``://``, ``www`` and the ``@`` of an e-mail address stops renderers from turning bare
+    addresses into links (``resnet18@1x3x224x224`` is left alone). The limit counts the text before
+    escaping.
     """
     text = " ".join(plain(text, limit).split())
     text = _AUTOLINK.sub("\u200b", text)
