@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_notebook
 
-from grader.grade.collect import find_submissions, identical, output_names, refusal, resolve_lab
+from grader.grade.collect import find_submissions, output_names, refusal, resolve_lab
 from grader.notebook import read
 
 
@@ -103,19 +103,6 @@ def test_naming_a_lab4_folder_itself_is_one_submission(tmp_path):
     _notebook(tmp_path / "class" / "bob" / "lab4_libtorch.ipynb")
     (tmp_path / "class" / "bob" / "cpp").mkdir()
     assert [p.name for p in find_submissions([tmp_path / "class"])] == ["lab4_libtorch.ipynb", "alice"]
-
-
-def test_identical_notebooks_are_each_listed_not_merged(tmp_path):
-    a = _notebook(tmp_path / "a" / "lab1.ipynb")
-    b = tmp_path / "b" / "lab1.ipynb"
-    b.parent.mkdir()
-    b.write_bytes(a.read_bytes())
-    c = _notebook(tmp_path / "c" / "lab1.ipynb", {"lab": "lab1"})
-    found = find_submissions([tmp_path])
-    names = output_names(found)
-    assert names == ["a__lab1", "b__lab1", "c__lab1"]
-    assert identical(names, found) == {"a__lab1": ["b__lab1"], "b__lab1": ["a__lab1"]}
-    assert c in found
 
 
 def test_a_link_to_the_solution_is_refused_under_the_students_name(tmp_path):

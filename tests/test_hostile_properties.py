@@ -94,27 +94,56 @@ RESULTS = st.builds(
 
 
 @SETTINGS
-@given(st.lists(st.tuples(TEXT, RESULTS), min_size=1, max_size=4))
-def test_every_result_writer_writes_valid_bounded_files(tmp_path_factory, graded):
-    folder = tmp_path_factory.mktemp("writers")
-    for name, result in graded:
-        data = json.loads(json.dumps(result.to_gradescope_dict(), ensure_ascii=False).encode("utf-8"))
-        clean_json(data, "results.json")
-        assert len(json.dumps(data)) < 200_000 and len(result.notes) <= 20
-        for test in data["tests"]:
-            clean_text(test["output"], "a test's output")
-        text = feedback.render(name, result)
-        assert len(text) < 200_000
-        check_markdown(text, "feedback.md")
-        assert SubmissionResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # stored, reloaded
-        for line in gradebook.render([(name, result)]).splitlines():
-            clean_text(line, "the gradebook table")
-    gradebook.write_csv(folder / "gradebook.csv", graded, {name: ["x"] for name, _ in graded})
-    check_csv(folder / "gradebook.csv", len(graded))
-    class_stats = stats.compute(graded)
-    stats.write_csv(folder / "statistics.csv", class_stats)
-    check_csv(folder / "statistics.csv")
-    clean_text(stats.render(class_stats), "the statistics table")
+@given(TEXT, RESULTS)
+def test_every_result_writer_writes_valid_bounded_text(name, result):
+    data = json.loads(json.dumps(result.to_gradescope_dict(), ensure_ascii=False).encode("utf-8"))
+    clean_json(data, "results.json")
+    assert len(json.dumps(data)) < 200_000 and len(result.notes) <= 20
+    for test in data["tests"]:
+        clean_text(test["output"], "a test's output")
+    text = feedback.render(name, result)
+    assert len(text) < 200_000
+    check_markdown(text, "feedback.md")
+    page = feedback.render_html(name, result)
+    clean_text(page, "feedback.html")
+    assert not re.search(r"<(script|img|iframe)\b|<a\b(?![^>]*href=\"#)", page, re.IGNORECASE) and len(page) < 400_000
+    assert SubmissionResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result  # stored, reloaded
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(TEXT, RESULTS), min_size=1, max_size=3))
+def test_every_class_file_is_valid_and_bounded(tmp_path_factory, graded):
+    """The records of a class with any names and messages, through every class-level writer (the
+    gradebooks, statistics, every feedback, the class report)."""
+    from grader.grade import resume
+    from grader.grade.collect import folder_name
+    from grader.report import classbook
+    from grader.report.settings import Settings
+
+    out = tmp_path_factory.mktemp("class")
+    names = []
+    for i, (name, result) in enumerate(graded):
+        folder = f"{folder_name(name)}~{i}"
+        names.append(folder)
+        resume.save(out / folder, {"lab": result.lab, "submission": str(i)}, result)
+    book = classbook.build(out, Settings())
+    assert {row.submission for row in book.rows} == set(names)
+    classbook.write(book)
+    for path in out.rglob("*"):
+        if not path.is_file():
+            continue
+        text = path.read_bytes().decode("utf-8")
+        assert len(text) < 2_000_000, path
+        if path.suffix == ".csv":
+            check_csv(path)
+        elif path.suffix == ".md":
+            check_markdown(text, path.name)
+        elif path.suffix == ".html" and path.name.startswith("feedback"):
+            assert not re.search(r"<(script|img|iframe)\b|<a\b(?![^>]*href=\"#)", text, re.IGNORECASE), path
+    table = check_csv(out / "gradebook.csv", len(graded))
+    assert len(table) == len(graded) + 1
+    clean_text(gradebook.render(list(book.rows)), "the gradebook table")
+    clean_text(stats.render(list(book.stats)), "the statistics table")
 
 
 FILE_NAME = st.builds(lambda head, body, notebook: head + body + (b".ipynb" if notebook else b""),

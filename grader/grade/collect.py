@@ -8,9 +8,8 @@ was submitted (never after what a link points to):
   to the solution, or a FIFO that would block the grader, costs nothing but its own row;
 * names are made safe for a folder and for every place they are shown (:func:`output_names`):
   bytes that are not UTF-8 show as ``\\xff``, control characters are dropped, names stay short and
-  distinct;
-* identical notebooks from different students are not merged: each is graded, and
-  :func:`identical` lists the others, for the gradebook.
+  distinct; identical notebooks from different students are not merged: each is graded under its
+  own name (the gradebook's ``identical`` column, :mod:`grader.report.classbook`, names the others).
 """
 from __future__ import annotations
 
@@ -192,33 +191,3 @@ def resolve_lab(path: Path, lab_name: str | None) -> Lab:
                      + (f"it names {file_name(said[0])}, which is not a lab of this course" if said
                         else "no course.lab metadata and the file name does not start with labN")
                      + f"); pass --lab ({', '.join(LABS)})")
-
-
-def fingerprint(path: Path) -> str | None:
-    """SHA-256 of a plain file (read in chunks, never through a link), or ``None``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    digest = hashlib.sha256()
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return digest.hexdigest()
-
-
-def identical(names: list[str], paths: list[Path]) -> dict[str, list[str]]:
-    """Name -> the other submissions whose notebook has exactly the same bytes (only names that have any)."""
-    groups: dict[str, list[str]] = {}
-    for name, path in zip(names, paths):
-        digest = fingerprint(path) if _kind(path) == "file" else None
-        if digest:
-            groups.setdefault(digest, []).append(name)
-    return {name: [other for other in group if other != name]
-            for group in groups.values() if len(group) > 1 for name in group}

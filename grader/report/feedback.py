@@ -102,17 +102,17 @@ def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), lat
     if result.notes:
         lines += ["Notes:", ""] + [f"- {md(note)}" for note in result.notes] + [""]
     lines += ["| task | points | status |", "|---|---|---|"]
-    lines += [f"| {t.task_id} {t.title} | {_points(t.score)}/{_points(t.max_score)} | {t.status} |"
+    lines += [f"| {t.task_id} {md(t.title)} | {_points(t.score)}/{_points(t.max_score)} | {t.status} |"
               for t in result.tasks]
     lines.append("")
     for task in result.tasks:
-        lines += [f"## Task {task.task_id}: {task.title} - {_points(task.score)}/"
+        lines += [f"## Task {task.task_id}: {md(task.title)} - {_points(task.score)}/"
                   f"{_points(task.max_score)} ({task.status})", "",
                   "| check | points | status | what happened |", "|---|---|---|---|"]
         for check in task.checks:
             label = f"{check.name} (hidden input)" if check.hidden else check.name
             message = md(check.message or ("correct" if check.status == "passed" else ""))
-            lines.append(f"| {label} | {_points(check.score)}/{_points(check.max_score)} | {check.status} | "
+            lines.append(f"| {md(label)} | {_points(check.score)}/{_points(check.max_score)} | {check.status} | "
                          f"{message} |")
         hints = [f"*Hint ({status}):* {_hint(task, status)}" for status in _statuses(task)]
         lines += [""] + hints + ([""] if hints else [])
