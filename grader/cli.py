@@ -101,6 +101,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--force", action="store_true",
                    help="regrade every submission, even those already graded against the same inputs")
     g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
+    g.add_argument("--show-expected", action="store_true",
+                   help="put expected values in the feedback of checks that are not hidden (default: feedback "
+                        "says where and how an answer differs, never the value)")
     g.add_argument("--feedback-dir", type=Path, metavar="DIR",
                    help="also collect each student's feedback as DIR/<submission>.md and .html")
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
                           progress=not args.no_progress, jobs=args.jobs, limits=_limits(args), force=args.force,
                           feedback_dir=args.feedback_dir, sandbox=False if args.no_sandbox else None,
-                          settings=_settings(args))
+                          settings=_settings(args), reveal=args.show_expected)
     if args.command == "report":
         from grader.report import classbook
         return classbook.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))

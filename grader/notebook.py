@@ -17,14 +17,65 @@ HEADING = re.compile(r"^#{1,6}\s*Task\s+(\d+\.\d+)\s*:\s*(.*?)\s*\((\d+(?:\.\d+)
 """``## Task 1.4: MACs (40 points)`` -> id, title, points."""
 
 
+MAX_NOTEBOOK_BYTES = 256 << 20
+"""Largest notebook file read."""
+MAX_NOTEBOOK_DEPTH = 64
+"""Deepest JSON nesting read in a notebook (a notebook nests about 6 levels, widget state a few more)."""
+_CELL_TYPES = ("code", "markdown", "raw")
+
+
+def _shape_problem(nb: object) -> str | None:
+    """What makes ``nb`` not the notebook shape the grader reads, or ``None`` (sources may still be
+    lists of lines, as in the file)."""
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return "it has no list of cells"
+    if not isinstance(nb.get("metadata", {}), dict):
+        return "its metadata is not an object"
+    for index, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in _CELL_TYPES:
+            return f"cell {index} is not a code, markdown or raw cell"
+        source = cell.get("source")
+        text = isinstance(source, str) or (isinstance(source, list) and all(isinstance(s, str) for s in source))
+        if not text or not isinstance(cell.get("metadata", {}), dict):
+            return f"cell {index} has no text source or its metadata is not an object"
+        if cell["cell_type"] == "code" and not isinstance(cell.get("outputs", []), list):
+            return f"cell {index}'s outputs are not a list"
+    return None
+
+
 def read(path: Path) -> nbformat.NotebookNode:
-    """Read a notebook, with a clear error for a file that is not one."""
+    """Read a notebook, with a clear error for a file that is not one.
+
+    Never through a link and never from a FIFO or device (``ValueError``); a file that is not JSON
+    is named with the line and column of the error; JSON nested deeper than
+    :data:`MAX_NOTEBOOK_DEPTH` or not shaped like a notebook (cells with text sources) is refused.
+    """
+    from grader.untrusted import Refused, loads, read_bounded
+
+    name = path.name
     try:
-        return nbformat.read(str(path), as_version=4)
+        data = read_bounded(path, MAX_NOTEBOOK_BYTES)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such notebook") from None
-    except Exception as exc:  # nbformat raises several kinds for bad JSON
-        raise ValueError(f"{path} is not a readable Jupyter notebook ({exc.__class__.__name__}: {exc})") from None
+    except Refused as exc:
+        raise ValueError(f"{name} is not a readable Jupyter notebook: {exc}") from None
+    try:
+        parsed = loads(data, MAX_NOTEBOOK_DEPTH)  # bounded depth; JSON errors with their line and column
+        del data
+        problem = _shape_problem(parsed) if not isinstance(parsed, dict) or parsed.get("nbformat") == 4 else None
+        if problem:
+            raise Refused(problem)
+        major, minor = nbformat.reader.get_version(parsed)
+        nb = nbformat.convert(nbformat.versions[major].to_notebook_json(parsed, minor=minor), 4)
+    except Refused as exc:
+        raise ValueError(f"{name} is not a valid Jupyter notebook: {exc}") from None
+    except Exception as exc:  # nbformat raises several kinds for JSON that is not a notebook
+        raise ValueError(f"{name} is not a readable Jupyter notebook ({exc.__class__.__name__}: "
+                         f"{str(exc)[:300]})") from None
+    problem = _shape_problem(nb)
+    if problem:
+        raise ValueError(f"{name} is not a valid Jupyter notebook: {problem}")
+    return nb
 
 
 def headings(nb: nbformat.NotebookNode) -> dict[int, tuple[str, str, str]]:
@@ -49,11 +100,19 @@ def cell_tasks(nb: nbformat.NotebookNode) -> list[str | None]:
     return out
 
 
+def metadata_lab(nb: object) -> str | None:
+    """The notebook's ``metadata.course.lab``, when it has that shape (a short string), else ``None``."""
+    meta = nb.get("metadata") if isinstance(nb, dict) else None
+    course = meta.get("course") if isinstance(meta, dict) else None
+    lab = course.get("lab") if isinstance(course, dict) else None
+    return lab if isinstance(lab, str) and 0 < len(lab) <= 64 else None
+
+
 def lab_name(nb: nbformat.NotebookNode | None, path: Path) -> str | None:
     """The lab a notebook belongs to: its ``course.lab`` metadata, else a ``labN`` file-name prefix."""
-    meta = nb.get("metadata", {}).get("course", {}).get("lab") if nb is not None else None
+    meta = metadata_lab(nb)
     if meta:
-        return str(meta)
+        return meta
     match = re.match(r"(lab\d+)", path.name)
     return match.group(1) if match else None
 

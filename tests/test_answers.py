@@ -53,3 +53,16 @@ def test_students_default_output_folder_is_beside_the_notebook(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     submit("1.2", {"float32": 4, "float16": 2, "bfloat16": 2})
     assert read_answers(tmp_path / "outputs" / "lab1") == {"1.2": {"float32": 4, "float16": 2, "bfloat16": 2}}
+
+
+def test_answers_nested_too_deep_or_integers_too_long_are_refused_where_they_are_made():
+    from util.answers import MAX_DEPTH
+
+    deep = 1
+    for _ in range(MAX_DEPTH):
+        deep = [deep]
+    assert to_jsonable(deep) == deep  # as deep as the grader reads
+    with pytest.raises(AnswerError, match=f"nested more than {MAX_DEPTH} levels deep"):
+        to_jsonable({"a": deep})
+    with pytest.raises(AnswerError, match="an integer of over 4,000 digits"):
+        to_jsonable([10**5000])

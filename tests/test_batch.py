@@ -93,7 +93,7 @@ def test_statistics_and_feedback_files(tmp_path, capsys, lab9):
     _grade(tmp_path, capsys, feedback_dir=tmp_path / "feedback")
     stats = {r["task"]: r for r in _csv(tmp_path / "out" / "statistics.csv")}
     assert (stats["9.1"]["mean"], stats["9.1"]["pass rate %"], stats["9.1"]["count"]) == ("2.5", "50.0", "1")
-    assert stats["9.1"]["most common failure"] == "failed: answer: answer: expected 41, found 40 (compared exact)"
+    assert stats["9.1"]["most common failure"] == "failed: answer: answer is too small by 1% to 10% (compared exact)"
     assert (stats["9.2"]["mean"], stats["9.2"]["pass rate %"], stats["9.2"]["most common failure"]) == ("5.0", "100.0", "")
     bob = (tmp_path / "feedback" / "bob__lab9.md").read_text()
     assert "**Score: 5 / 10**" in bob and "| 9.1 First | 0/5 | failed |" in bob

@@ -21,7 +21,8 @@ def test_grade_keeps_going_past_unreadable_and_unknown_notebooks(tmp_path, capsy
     assert "homework.ipynb: cannot tell which lab" in printed.err
     results = json.loads((out_dir / "lab1_pytorch_analysis" / "results.json").read_text())
     assert results["score"] == 0 and len(results["tests"]) == 5
-    assert all(t["extra_data"]["status"] == "missing" and "not a readable Jupyter notebook" in t["output"]
+    assert all(t["extra_data"]["status"] == "missing" and "is not a valid Jupyter notebook: it is not valid JSON "
+               "(Expecting value at line 1, column 1)" in t["output"]
                for t in results["tests"])
     with (out_dir / "gradebook_lab1.csv").open() as handle:
         rows = list(csv.DictReader(handle))

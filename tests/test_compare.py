@@ -1,4 +1,6 @@
-from grader.judge.compare import compare, describe
+import pytest
+
+from grader.judge.compare import MAX_MISMATCHES, compare, describe
 from util.contract import EXACT, Tolerance
 
 
@@ -43,10 +45,55 @@ def test_describe_hides_expected_values_for_hidden_checks():
     mismatches = compare({"total": 1498376192}, {"total": 2996752384})
     hidden = describe(mismatches, EXACT, reveal=False)
     shown = describe(mismatches, EXACT, reveal=True)
-    assert "1,498,376,192" not in hidden and "differs from the reference" in hidden
+    assert "1,498,376,192" not in hidden and "is too large by a factor between 1.5 and 3" in hidden
     assert "expected 1,498,376,192, found 2,996,752,384" in shown
 
 
 def test_describe_limits_the_list():
     mismatches = compare(list(range(3)), [9, 9, 9])
     assert "and 1 more differences" in describe(mismatches, EXACT, reveal=True, limit=2)
+
+
+@pytest.mark.parametrize("expected, actual, words", [
+    (100, 100.5, "is too large by less than 1%"),
+    (100, 95, "is too small by 1% to 10%"),
+    (100, 70, "is too small by 10% to 50%"),
+    (100, 250, "is too large by a factor between 1.5 and 3"),
+    (100, 20, "is too small by a factor between 3 and 10"),
+    (100, 5000, "is too large by a factor between 10 and 100"),
+    (1000, 2, "is too small by a factor between 100 and 1000"),
+    (1, 10**400, "is too large by a factor of 1,000 or more"),
+    (-5, 5, "has the wrong sign"),
+    (0, 3, "is too large"),
+    (-10, -30, "is too small by a factor between 1.5 and 3"),
+    (2.0, float("nan"), "is NaN"),
+    (2.0, float("inf"), "is too large by a factor of 1,000 or more"),
+])
+def test_feedback_says_how_a_number_differs_without_the_number(expected, actual, words):
+    text = describe(compare(expected, actual, Tolerance(rtol=1e-6)), Tolerance(rtol=1e-6))
+    assert text == f"answer {words} (compared within rtol=1e-06)"  # the whole text: bands, never the value
+
+
+def test_feedback_on_structure_names_the_part_not_the_value():
+    text = describe(compare({"a": [1, 2, 3], "b": "x", "c": 1}, {"a": [1], "b": "y", "d": 2}), EXACT)
+    assert text == ("answer['a'] has 1 items (too few); answer['b'] differs from the reference; "
+                    "answer['c'] is missing; answer['d'] is not expected (compared exact)")
+
+
+@pytest.mark.parametrize("actual", [
+    10**400, -(10**5000) if False else -(10**4000), "\ud800", {"\udcff": 1}, [[[[[]]]]] * 3, None, True,
+    float("nan"), float("inf"), {"total": 10**400, "by_type": {"Conv2d": "x" * 10**6}},
+], ids=["huge int", "huge negative", "surrogate", "surrogate key", "nested", "null", "bool", "nan", "inf", "mixed"])
+def test_comparison_is_total(actual):
+    expected = {"total": 3.5, "by_type": {"Conv2d": 2}}
+    for e, a in ((expected, actual), (3.5, actual), (2, actual), ([1, 2], actual), ("s", actual)):
+        for reveal in (False, True):
+            text = describe(compare(e, a, Tolerance(rtol=1e-3)), Tolerance(rtol=1e-3), reveal)
+            assert len(text) < 1000
+            text.encode("utf-8", "surrogatepass")
+
+
+def test_a_million_differences_are_counted_not_kept():
+    mismatches = compare({}, {str(i): i for i in range(10**5)})
+    assert len(mismatches) == MAX_MISMATCHES and mismatches.total == 10**5
+    assert describe(mismatches, EXACT).endswith("; and 99,996 more differences (compared exact)")

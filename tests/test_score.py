@@ -27,14 +27,46 @@ def test_each_check_keeps_its_own_points():
     results = score(LAB, REFS, {"9.1": 10, "9.2": 21}, cases, DONE)
     checks = _checks(results, "9.1")
     assert (checks["answer"].score, checks["small"].score, checks["shown"].score) == (4, 0, 2)
-    assert results[1].score == 0 and "expected 20, found 21" in results[1].checks[0].message
+    assert results[1].score == 0 and results[1].checks[0].message.startswith("answer is too large by 1% to 10%")
+    assert "20" not in results[1].checks[0].message  # the expected value is never handed over by default
 
 
 def test_hidden_case_feedback_never_shows_the_expected_value():
     cases = {"9.1": {"small": {"status": "ok", "value": 99}, "shown": {"status": "ok", "value": 13}}}
     checks = _checks(score(LAB, REFS, {}, cases, DONE), "9.1")
-    assert "11" not in checks["small"].message and "differs from the reference" in checks["small"].message
-    assert "expected 12, found 13" in checks["shown"].message
+    assert "11" not in checks["small"].message and "is too large by a factor between 3 and 10" in checks["small"].message
+    assert "12" not in checks["shown"].message and "is too large by 1% to 10%" in checks["shown"].message
+    shown = _checks(score(LAB, REFS, {}, cases, DONE, reveal=True), "9.1")  # the instructor asked for them
+    assert "expected 12, found 13" in shown["shown"].message and "11" not in shown["small"].message
+
+
+def test_a_grader_fault_in_one_task_costs_that_task_only(monkeypatch):
+    from grader.judge import score as scoring
+
+    real = scoring.compare
+
+    def fragile(expected, actual, *args, **kwargs):
+        if expected == 20:
+            raise RuntimeError("a bug in the grader")
+        return real(expected, actual, *args, **kwargs)
+
+    monkeypatch.setattr(scoring, "compare", fragile)
+    cases = {"9.1": {"small": {"status": "ok", "value": 11}, "shown": {"status": "ok", "value": 12}}}
+    first, second = score(LAB, REFS, {"9.1": 10, "9.2": 20}, cases, DONE)
+    assert (first.score, first.status) == (9, "passed")
+    assert (second.score, second.status) == (0, "error")
+    assert second.checks[0].message.startswith(scoring.GRADER_FAULT) and "RuntimeError" in second.checks[0].message
+
+
+def test_hostile_records_and_answers_never_raise():
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    cases = {"9.1": {"small": {"status": "error", "message": "\ud800" * 3}, "shown": {"status": "ok", "value": 10**400}}}
+    checks = _checks(score(LAB, REFS, {"9.1": deep, "9.2": 10**400}, cases, DONE), "9.1")
+    assert checks["answer"].status == "failed" and "is a list; expected an integer" in checks["answer"].message
+    assert checks["small"].status == "error" and "\\ud800" in checks["small"].message  # shown, valid UTF-8
+    assert checks["shown"].status == "failed" and "too large by a factor of 1,000 or more" in checks["shown"].message
 
 
 def test_missing_answer_and_missing_function():
@@ -74,7 +106,9 @@ def test_results_follow_gradescopes_schema():
     result = SubmissionResult("x.ipynb", "lab9", score(LAB, REFS, {"9.1": 10}, cases, DONE), 1.234, "completed",
                               ("cell 3 (task 9.2) raised KeyError: 'a'",))
     data = result.to_gradescope_dict()
-    assert set(data) == {"score", "execution_time", "output", "tests"}
+    assert set(data) == {"score", "execution_time", "output", "output_format", "test_output_format",
+                         "test_name_format", "tests"}
+    assert data["output_format"] == data["test_output_format"] == data["test_name_format"] == "text"  # never HTML
     assert data["score"] == 7 and data["execution_time"] == 1.23 and "cell 3" in data["output"]
     first, second = data["tests"]
     assert set(first) == {"name", "number", "score", "max_score", "status", "output", "visibility", "extra_data"}

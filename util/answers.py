@@ -17,50 +17,60 @@ OUTPUT_DIR_ENV = "COURSE_OUTPUT_DIR"
 """The grader points this variable at a scratch folder; students get ``./outputs/<lab>/``."""
 
 
+MAX_DEPTH = 32
+"""Deepest nesting of lists and dicts an answer may have (the course's answers nest at most 6 levels);
+the grader reads no deeper."""
+
+
 class AnswerError(TypeError):
     """An answer holds a value that cannot be exported as JSON."""
 
 
-def to_jsonable(value: Any, path: str = "answer") -> Any:
+def to_jsonable(value: Any, path: str = "answer", depth: int = 0) -> Any:
     """Convert ``value`` to plain JSON types (dict, list, str, int, float, bool, None).
 
     Understands tuples, ``torch.Size``, tensors and numpy arrays (as nested lists), numpy and torch
     scalars, dtypes (as their name) and dataclasses. Anything else raises :class:`AnswerError` naming
-    where in the answer the odd value sits, e.g. ``answer['by_type']['Conv2d']``.
+    where in the answer the odd value sits, e.g. ``answer['by_type']['Conv2d']``; so does nesting
+    deeper than :data:`MAX_DEPTH` levels and an integer of over 4,000 digits.
     """
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
+        if value.bit_length() > 13_000:
+            raise AnswerError(f"{path} is an integer of over 4,000 digits; JSON readers refuse it")
         return int(value)
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
             raise AnswerError(f"{path} is {value}; JSON cannot hold NaN or infinity")
         return float(value)
+    if isinstance(value, (Mapping, list, tuple)) and depth >= MAX_DEPTH:
+        raise AnswerError(f"{path} is nested more than {MAX_DEPTH} levels deep; the grader reads at most {MAX_DEPTH}")
     if isinstance(value, Mapping):
         out = {}
         for key, item in value.items():
             if not isinstance(key, (str, int)):
                 raise AnswerError(f"{path} has a key of type {type(key).__name__}; use str keys")
-            out[str(key)] = to_jsonable(item, f"{path}[{key!r}]")
+            out[str(key)] = to_jsonable(item, f"{path}[{key!r}]", depth + 1)
         return out
     if isinstance(value, (list, tuple)):
-        return [to_jsonable(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return [to_jsonable(item, f"{path}[{i}]", depth + 1) for i, item in enumerate(value)]
     if hasattr(value, "__dataclass_fields__"):
         import dataclasses
-        return to_jsonable(dataclasses.asdict(value), path)
+        return to_jsonable(dataclasses.asdict(value), path, depth)
     module = type(value).__module__
     if module.startswith("torch"):
         import torch
         if isinstance(value, torch.dtype):
             return str(value).removeprefix("torch.")
         if isinstance(value, torch.Tensor):
-            return to_jsonable(value.detach().cpu().tolist(), path)
+            return to_jsonable(value.detach().cpu().tolist(), path, depth)
     if module.startswith("numpy"):
         import numpy as np
         if isinstance(value, np.ndarray):
-            return to_jsonable(value.tolist(), path)
+            return to_jsonable(value.tolist(), path, depth)
         if isinstance(value, np.generic):
-            return to_jsonable(value.item(), path)
+            return to_jsonable(value.item(), path, depth)
         if isinstance(value, np.dtype):
             return str(value)
     raise AnswerError(f"{path} is a {type(value).__module__}.{type(value).__qualname__}, which cannot "
@@ -112,6 +122,6 @@ def read_answers(directory: Path) -> dict[str, Any]:
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             answers[str(record["task"])] = record["value"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             continue
     return answers

@@ -19,7 +19,9 @@ from grader import REPO
 from grader.execute.kernel import Execution, execute
 from grader.execute.limits import Limits
 from grader.judge.artifacts import read_files
-from util.answers import OUTPUT_DIR_ENV, read_answers
+from grader.judge.exports import read_exports
+from grader.report.results import GRADER_FAULT
+from util.answers import OUTPUT_DIR_ENV
 from util.artifacts import FILES_DIR
 from util.contract import Lab
 from util.hidden import cell_source
@@ -39,34 +41,8 @@ class Run:
     """The executed notebook, with outputs (for instructors to read)."""
     files: dict[str, bytes | str] = field(default_factory=dict)
     """Files the hidden cases saved for the grader's own checks (``grader.judge.artifacts.read_files``)."""
-    oversized: dict[str, int] = field(default_factory=dict)
-    """Task id (or ``hidden cases``) -> size in bytes of an export too large to read (not graded)."""
-
-
-MAX_EXPORT_BYTES = 16 << 20
-"""Largest exported answer (or hidden-case record file) the grader reads; no task needs 1 MiB."""
-
-
-def _distrust_exports(answers_dir: Path, cases_path: Path) -> dict[str, int]:
-    """Make the kernel's exports safe to read: drop links and odd files, set aside huge ones.
-
-    The student's code wrote these files, so a link could point at a file only the grader can
-    read (its references) and a huge file could exhaust its memory.
-    """
-    oversized: dict[str, int] = {}
-    if answers_dir.is_symlink():
-        answers_dir.unlink()
-    paths = [(p.stem, p) for p in answers_dir.glob("*.json")] if answers_dir.is_dir() else []
-    for name, path in paths + [("hidden cases", cases_path)]:
-        if path.is_symlink() or (path.exists() and not path.is_file()):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink()
-        elif path.is_file() and path.stat().st_size > MAX_EXPORT_BYTES:
-            oversized[name] = path.stat().st_size
-            path.unlink()
-    return oversized
+    refused: dict[str, str] = field(default_factory=dict)
+    """Task id (or ``hidden cases``) -> why its export was not read (:func:`grader.judge.exports.read_exports`)."""
 
 
 def kernel_env(output_dir: Path) -> dict[str, str]:
@@ -124,17 +100,18 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
     try:
         copy_support(lab, source_dir, scratch)
         answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
-        execution = execute(
-            nb, scratch, kernel_env(answers_dir),
-            cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
-            extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
-            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
-        oversized = _distrust_exports(answers_dir, cases_path)
         try:
-            cases = json.loads(cases_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            cases = {}
+            execution = execute(
+                nb, scratch, kernel_env(answers_dir),
+                cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
+                extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
+                extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+        except Exception as exc:  # a grader bug while running: what was exported before still counts
+            execution = Execution("crash", 0.0, (), f"{GRADER_FAULT} run this notebook to the end ({type(exc).__name__}: "
+                                  f"{str(exc)[:300]}); it is not your fault: answers exported before still count, "
+                                  "and it will be graded again")
+        exports = read_exports(answers_dir, cases_path)  # bounded, links not followed, shapes checked
         files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
-        return Run(read_answers(answers_dir), cases, execution, nb, files, oversized)
+        return Run(exports.answers, exports.cases, execution, nb, files, exports.refused)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -8,11 +8,13 @@ feedback, ``report.html``; and ``OUT/regrade_diff.csv`` (scores that changed in 
 Grading one student into a class's folder therefore replaces that student's row and keeps the
 others. A submission named by the same path as one graded before keeps its folder.
 
-A failure in one submission never stops the others: a notebook that is not one is graded 0 with
-the reason; a notebook whose lab cannot be told gets a row saying so; a grader fault on one
-notebook (even a worker process dying) gives that notebook a ``crash`` row, and it is retried on
-the next run. A rerun skips submissions already graded against the same notebook, references,
-grader and limits; ``force`` regrades everything.
+A failure in one submission never stops the others, whatever the file holds or is called: a
+notebook that is not one is graded 0 with the reason; a link, a FIFO or a device, a path that does
+not exist and a notebook whose lab cannot be told each get a row saying so (and exit code 1); a
+grader fault while judging one task costs that task only (:func:`grader.judge.score.score`), and a
+fault on the whole notebook (even a worker process dying) gives that notebook a ``crash`` row;
+either is retried on the next run. A rerun skips submissions already graded against the same
+notebook, references, grader, limits and feedback setting; ``force`` regrades everything.
 """
 from __future__ import annotations
 
@@ -27,17 +29,17 @@ from typing import Callable
 from grader import REPO
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits
+from grader import notebook
 from grader.grade import resume
-from grader.grade.submission import _unreadable, find_submissions, grade_submission, output_names, resolve_lab
+from grader.grade.collect import find_submissions, folder_name, output_names, refusal, resolve_lab
+from grader.grade.submission import _unreadable, grade_submission
 from grader.report import classbook, files, gradebook, safe_text, stats
-from grader.report.results import SubmissionResult
+from grader.report.results import GRADER_FAULT, SubmissionResult
 from grader.report.settings import Settings
 from util.answers import write_json
-from util.labs import get_lab
+from util.labs import LABS, get_lab
 
 UNKNOWN_LAB = "unknown"
-GRADER_FAULT = "the grader could not"
-"""Messages starting with this are the grader's problem, not the student's: never stored as done."""
 
 
 @dataclass(frozen=True)
@@ -83,29 +85,34 @@ def prepare(lab_names: set[str], *, timeout: int = 600) -> None:
             print(f"grader: prepared {name} in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
 
 
-def _not_graded(path: Path, reason: str) -> SubmissionResult:
+def _not_graded(path: Path, reason: str, lab: str | None = None) -> SubmissionResult:
+    """The row of a submission that is not read at all: every task of ``lab`` missing, or no task."""
+    if lab in LABS:
+        return _unreadable(path, get_lab(lab), reason)
     return SubmissionResult(str(path), UNKNOWN_LAB, (), 0.0, "missing", (reason,))
 
 
 def _grader_fault(sub: Submission, exc: BaseException) -> SubmissionResult:
     lab = get_lab(sub.lab)
-    message = (f"{GRADER_FAULT} grade this notebook ({type(exc).__name__}: {exc}); it is not your fault: the "
-               "instructors have been told, and it will be graded again")
+    message = (f"{GRADER_FAULT} grade this notebook ({type(exc).__name__}: {safe_text.plain(exc, 300)}); it is "
+               "not your fault: the instructors have been told, and it will be graded again")
     return replace(_unreadable(sub.path, lab, message), execution_status="crash")
 
 
 def _faulty(result: SubmissionResult) -> bool:
-    return result.execution_status == "crash" and any(GRADER_FAULT in note for note in result.notes)
+    """Whether the grader failed on this submission or on one of its tasks (then it is graded again)."""
+    return (any(note.startswith(GRADER_FAULT) for note in result.notes)
+            or any(c.message.startswith(GRADER_FAULT) for t in result.tasks for c in t.checks))
 
 
 def grade_one(sub: Submission, out: Path, limits: Limits, sandbox: bool | None,
-              key: dict[str, str]) -> SubmissionResult:
+              key: dict[str, str], reveal: bool = False) -> SubmissionResult:
     """Grade ``sub`` into ``out/<name>/`` and record it (a grader fault is recorded to be retried);
     never raises."""
     folder = out / sub.name
     lab = get_lab(sub.lab)
     try:
-        result = grade_submission(sub.path, lab, folder, limits=limits, sandbox=sandbox)
+        result = grade_submission(sub.path, lab, folder, limits=limits, sandbox=sandbox, reveal=reveal)
     except Exception as exc:  # a grader bug on one notebook must not stop the class
         result = _grader_fault(sub, exc)
         write_json(folder / "results.json", result.to_gradescope_dict())
@@ -115,18 +122,19 @@ def grade_one(sub: Submission, out: Path, limits: Limits, sandbox: bool | None,
 
 
 def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox: bool, jobs: int,
-         done: Callable[[Submission, SubmissionResult], None]) -> None:
+         done: Callable[[Submission, SubmissionResult], None], reveal: bool = False) -> None:
     """Grade ``todo``, ``jobs`` at a time, calling ``done`` as each finishes (in the main process)."""
     if jobs <= 1:
         for sub, key in todo:
-            done(sub, grade_one(sub, out, limits, sandbox, key))
+            done(sub, grade_one(sub, out, limits, sandbox, key, reveal))
         return
     attempts: dict[str, int] = {}
     pending = list(todo)
     while pending:  # a worker that dies breaks its pool: the unfinished go to a fresh one, twice at most
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context) as pool:
-            futures = {pool.submit(grade_one, sub, out, limits, sandbox, key): (sub, key) for sub, key in pending}
+            futures = {pool.submit(grade_one, sub, out, limits, sandbox, key, reveal): (sub, key)
+                       for sub, key in pending}
             pending = []
             for future in as_completed(futures):
                 sub, key = futures[future]
@@ -163,39 +171,58 @@ def keep_folders(paths: list[Path], names: list[str], out: Path) -> list[str]:
             parts.pop()
         candidate, depth = name, 2
         while candidate in taken or candidate in chosen:
-            candidate = "__".join(parts[-depth:]) if depth <= len(parts) else f"{name}__{depth}"
+            candidate = folder_name("__".join(parts[-depth:])) if depth <= len(parts) else f"{name}__{depth}"
             depth += 1
         chosen.append(candidate)
     return chosen
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A submission that is not graded at all, and why."""
+
+    name: str
+    path: Path
+    reason: str
+    """In a student's words: a link, not a plain file, no such file, or the lab cannot be told."""
+    lab: str | None = None
+    """The lab, when ``--lab`` or the file's name tells it (its row then lists the lab's tasks)."""
+
+
 def collect(paths: list[Path], lab: str | None, out: Path | None = None
-            ) -> tuple[list[Submission], list[tuple[str, Path, str]], list[str]]:
-    """Submissions to grade, (name, path, reason) for those whose lab cannot be told, and every
-    name in the order found (names kept from earlier runs into ``out``: :func:`keep_folders`)."""
+            ) -> tuple[list[Submission], list[Refused], list[str]]:
+    """Submissions to grade, those refused (with the reason), and every name in the order found
+    (names kept from earlier runs into ``out``: :func:`keep_folders`). Never raises for what a
+    file holds or is called."""
     found = find_submissions(paths)
     names = output_names(found)
     if out is not None:
         names = keep_folders(found, names, out)
-    subs, unknown = [], []
+    subs, refused = [], []
     for name, path in zip(names, found):
+        reason = refusal(path)
+        if reason:
+            refused.append(Refused(name, path, reason, lab or notebook.lab_name(None, path)))
+            continue
         try:
             subs.append(Submission(name, path, resolve_lab(path, lab).name))
-        except (ValueError, KeyError, OSError) as exc:
-            unknown.append((name, path, str(exc).strip("'\"")))
-    return subs, unknown, names
+        except Exception as exc:  # whatever the file holds: its own row, never the class's end
+            refused.append(Refused(name, path, safe_text.plain(str(exc).strip("'\""))))
+    return subs, refused, names
 
 
 def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback: bool = False,
          progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None,
          jobs: int = 1, limits: Limits | None = None, force: bool = False, feedback_dir: Path | None = None,
-         sandbox: bool | None = None, settings: dict | None = None) -> int:
+         sandbox: bool | None = None, settings: dict | None = None, reveal: bool = False) -> int:
     """Grade every submission under ``paths`` into ``out``; write and print the class's outputs.
 
     ``settings`` are the class-setting flags given (:meth:`grader.report.settings.Settings.updated`).
+    ``reveal`` (``--show-expected``) puts the expected values in the feedback of checks that are not
+    hidden; by default feedback says where and how an answer differs, never the value.
     Exit code 0 when every submission was graded (whatever its score), 1 when some could not be
-    (lab unknown, or a grader fault) or an instructor's file has a problem, 2 when there was
-    nothing to grade or a setting is malformed.
+    (a link or special file, a path that does not exist, lab unknown, or a grader fault) or an
+    instructor's file has a problem, 2 when there was nothing to grade or a setting is malformed.
     """
     from tqdm import tqdm
 
@@ -204,12 +231,13 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
-    missing = [p for p in paths if not p.exists()]
-    subs, unknown, order = collect([p for p in paths if p.exists()], lab, out)
-    if missing or not (subs or unknown):
-        print("grader: nothing to grade: " + (", ".join(map(str, missing)) + " not found" if missing
-                                              else "no .ipynb files under " + ", ".join(map(str, paths))),
-              file=sys.stderr)
+    shown = ", ".join(safe_text.terminal(safe_text.file_name(p, 500)) for p in paths)
+    if not any(os.path.lexists(p) for p in paths):
+        print(f"grader: nothing to grade: {shown} not found", file=sys.stderr)
+        return 2
+    subs, unknown, order = collect(list(paths), lab, out)
+    if not (subs or unknown):
+        print(f"grader: nothing to grade: no .ipynb files under {shown}", file=sys.stderr)
         return 2
     class_settings.save(out)
     limits = limits or Limits()
@@ -219,15 +247,17 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     print(f"grader: limits: {limits.describe()}; sandbox: {'bubblewrap' if sandbox else 'NONE'}", file=sys.stderr)
     print(f"grader: class settings ({out / 'class.json'}): {class_settings.describe()}", file=sys.stderr)
 
-    for name, path, reason in unknown:
-        result = _not_graded(path, reason)
-        write_json(out / name / "results.json", result.to_gradescope_dict())
-        resume.save(out / name, resume.key(path, None, limits), result, source=path,
-                    submitted=resume.submitted_at(path, None))
+    for item in unknown:  # not read at all; the key hashes no link and reads no FIFO
+        result = _not_graded(item.path, item.reason, item.lab)
+        write_json(out / item.name / "results.json", result.to_gradescope_dict())
+        key = (resume.key(item.path, None, limits) if refusal(item.path) is None
+               else {"lab": UNKNOWN_LAB, "not read": item.reason[:200]})  # no content: never "identical"
+        resume.save(out / item.name, key, result, source=item.path, submitted=resume.submitted_at(item.path, None))
     records = resume.load_all(out)
     todo, previous = [], {}
     for sub in subs:
         key = resume.key(sub.path, get_lab(sub.lab), limits)
+        key["feedback"] = "expected values shown" if reveal else "expected values hidden"
         stored = records.get(sub.name)
         if stored is not None and stored.key == key and not stored.retry and not force:
             continue
@@ -250,7 +280,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
         bar.set_postfix_str(safe_text.terminal(sub.name, 40))
         bar.update()
 
-    _run(todo, out, limits, sandbox, jobs, done)
+    _run(todo, out, limits, sandbox, jobs, done, reveal)
     bar.close()
 
     book = classbook.build(out, class_settings)
@@ -277,8 +307,8 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
           "feedback.md, feedback.html, answers.json, executed.ipynb, grading.json)")
     for problem in book.problems:
         print(f"grader: {safe_text.terminal(problem)}", file=sys.stderr)
-    for name, path, reason in unknown:
-        print(f"grader: not graded: {safe_text.terminal(reason if str(path) in reason else f'{path}: {reason}')}",
+    for item in unknown:
+        print(f"grader: not graded: {safe_text.terminal(item.name, 200)}: {safe_text.terminal(item.reason)}",
               file=sys.stderr)
     faults = [sub.name for sub in subs if (r := book_result(book, sub.name)) is not None and _faulty(r)]
     for name in faults:

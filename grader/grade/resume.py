@@ -58,7 +58,7 @@ SKIPPED = ("build", "__pycache__", ".ipynb_checkpoints")
 def _hash_files(paths: list[Path], root: Path = REPO) -> str:
     digest = hashlib.sha256()
     for path in paths:
-        digest.update(str(path.relative_to(root) if path.is_relative_to(root) else path).encode() + b"\0")
+        digest.update(os.fsencode(path.relative_to(root) if path.is_relative_to(root) else path) + b"\0")  # any name
         try:
             digest.update(path.read_bytes() if path.is_file() and not path.is_symlink() else b"<missing>")
         except OSError as exc:

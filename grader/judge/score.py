@@ -2,6 +2,12 @@
 
 A pure function of its inputs (no notebook is run here), so every status and message can be unit
 tested with small dictionaries.
+
+Feedback says where an answer differs and how (:func:`grader.judge.compare.describe`), never the
+expected value, unless the instructor asks for it (``reveal``, ``grade --show-expected``) and
+the check is not on a hidden input. A fault of the grader's own while scoring one task costs that
+task only: its checks get status ``error`` with a message starting with :data:`GRADER_FAULT`, and
+the other tasks keep their points.
 """
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ from typing import Any, Mapping
 
 from grader.execute.kernel import Execution
 from grader.judge.compare import compare, describe
-from grader.report.results import ANSWER, CheckResult, TaskResult
+from grader.report.results import ANSWER, GRADER_FAULT, CheckResult, TaskResult
+from grader.report.safe_text import shorten
 from util.contract import Lab, Task
+
 
 
 def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:
@@ -26,18 +34,20 @@ def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:
                        "and make sure it does not raise")
 
 
-def _answer_check(task: Task, expected: Any, answers: Mapping[str, Any], execution: Execution) -> CheckResult:
+def _answer_check(task: Task, expected: Any, answers: Mapping[str, Any], execution: Execution,
+                  reveal: bool = False) -> CheckResult:
     if task.id not in answers:
         status, message = _why_absent(task, execution)
         return CheckResult(ANSWER, status, 0, task.points, message)
     mismatches = compare(expected, answers[task.id], task.tolerance)
     if not mismatches:
         return CheckResult(ANSWER, "passed", task.points, task.points, "")
-    return CheckResult(ANSWER, "failed", 0, task.points, describe(mismatches, task.tolerance, reveal=True))
+    return CheckResult(ANSWER, "failed", 0, task.points, describe(mismatches, task.tolerance, reveal=reveal))
 
 
 def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, Any],
-                 execution: Execution, verdicts: Mapping[str, list[str]] | None = None) -> list[CheckResult]:
+                 execution: Execution, verdicts: Mapping[str, list[str]] | None = None,
+                 reveal: bool = False) -> list[CheckResult]:
     checks = []
     for case in task.cases:
         problems = (verdicts or {}).get(case.id)
@@ -62,27 +72,40 @@ def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, 
         else:
             mismatches = compare(expected[case.id], record.get("value"), task.tolerance, path="result")
             if mismatches:
-                message = describe(mismatches, task.tolerance, reveal=not case.hidden)
+                message = describe(mismatches, task.tolerance, reveal=reveal and not case.hidden)
                 checks.append(CheckResult(case.id, "failed", 0, case.points, message, case.hidden))
             else:
                 checks.append(CheckResult(case.id, "passed", case.points, case.points, "", case.hidden))
     return checks
 
 
+def grader_fault(task: Task, exc: BaseException) -> TaskResult:
+    """Every check of ``task`` as an ``error`` the grader caused (``exc``), worth 0 this time."""
+    message = (f"{GRADER_FAULT} judge this task ({type(exc).__name__}: {shorten(str(exc), 300)}); it is not your "
+               "fault: the instructors have been told, and it will be graded again")
+    checks = [CheckResult(ANSWER, "error", 0, task.points, message)]
+    checks += [CheckResult(c.id, "error", 0, c.points, message, c.hidden) for c in task.cases]
+    return TaskResult(task.id, task.title, tuple(checks))
+
+
 def score(lab: Lab, references: Mapping[str, Any], answers: Mapping[str, Any],
           cases: Mapping[str, Mapping[str, Any]], execution: Execution,
-          verdicts: Mapping[str, Mapping[str, list[str]]] | None = None) -> tuple[TaskResult, ...]:
+          verdicts: Mapping[str, Mapping[str, list[str]]] | None = None, *, reveal: bool = False) -> tuple[TaskResult, ...]:
     """One :class:`TaskResult` per declared task.
 
     ``references`` is the lab's reference file (``answers`` and ``cases`` sections), ``answers``
     what the notebook exported, ``cases`` the hidden-case records written in the kernel, and
     ``verdicts`` (task id -> case id -> problems) what the grader's own checks of the saved files
-    found, for tasks with a ``grader_check`` (``grader.judge.artifacts.verdicts``).
+    found, for tasks with a ``grader_check`` (``grader.judge.artifacts.verdicts``). ``reveal`` puts the
+    expected value in the feedback of checks that are not hidden.
     """
     results = []
     for task in lab.tasks:
-        checks = [_answer_check(task, references["answers"][task.id], answers, execution)]
-        checks += _case_checks(task, references["cases"].get(task.id, {}), cases.get(task.id, {}), execution,
-                               (verdicts or {}).get(task.id))
-        results.append(TaskResult(task.id, task.title, tuple(checks)))
+        try:
+            checks = [_answer_check(task, references["answers"][task.id], answers, execution, reveal)]
+            checks += _case_checks(task, references["cases"].get(task.id, {}), cases.get(task.id, {}), execution,
+                                   (verdicts or {}).get(task.id), reveal)
+            results.append(TaskResult(task.id, task.title, tuple(checks)))
+        except Exception as exc:  # a grader bug on one task must not cost the others
+            results.append(grader_fault(task, exc))
     return tuple(results)

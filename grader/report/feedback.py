@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Iterable
 
 from grader.report import safe_text
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
+from grader.report.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "
@@ -102,19 +102,19 @@ def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), lat
     if result.notes:
         lines += ["Notes:", ""] + [f"- {md(note)}" for note in result.notes] + [""]
     lines += ["| task | points | status |", "|---|---|---|"]
-    lines += [f"| {t.task_id} {t.title} | {_points(t.score)}/{_points(t.max_score)} | {t.status} |"
+    lines += [f"| {t.task_id} {md(t.title)} | {_points(t.score)}/{_points(t.max_score)} | {t.status} |"
               for t in result.tasks]
     lines.append("")
     for task in result.tasks:
-        lines += [f"## Task {task.task_id}: {task.title} - {_points(task.score)}/"
+        lines += [f"## Task {task.task_id}: {md(task.title)} - {_points(task.score)}/"
                   f"{_points(task.max_score)} ({task.status})", "",
                   "| check | points | status | what happened |", "|---|---|---|---|"]
         for check in task.checks:
             label = f"{check.name} (hidden input)" if check.hidden else check.name
             message = md(check.message or ("correct" if check.status == "passed" else ""))
-            lines.append(f"| {label} | {_points(check.score)}/{_points(check.max_score)} | {check.status} | "
+            lines.append(f"| {md(label)} | {_points(check.score)}/{_points(check.max_score)} | {check.status} | "
                          f"{message} |")
-        hints = [f"*Hint ({status}):* {HINTS[status]}" for status in _statuses(task)]
+        hints = [f"*Hint ({status}):* {_hint(task, status)}" for status in _statuses(task)]
         lines += [""] + hints + ([""] if hints else [])
     lines.append(HIDDEN_NOTE)
     return "\n".join(lines) + "\n"
@@ -122,6 +122,16 @@ def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), lat
 
 def _statuses(task: TaskResult) -> list[str]:
     return list(dict.fromkeys(c.status for c in task.checks if c.status != "passed"))
+
+
+FAULT_HINT = ("The grader itself failed on this task, not your code: it is graded again on the next run, "
+              "and the instructors can see it.")
+
+
+def _hint(task: TaskResult, status: str) -> str:
+    """What to try next for ``status``; when the grader failed (its message says so), that it was the grader."""
+    fault = any(c.status == status and c.message.startswith(GRADER_FAULT) for c in task.checks)
+    return FAULT_HINT if fault else HINTS[status]
 
 
 STYLE = """
@@ -168,6 +178,6 @@ def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = ()
             f"<td>{h(c.message or ('correct' if c.status == 'passed' else ''))}</td></tr>" for c in task.checks)
         parts.append("<table><tr><th>check</th><th>points</th><th>status</th><th>what happened</th></tr>"
                      + rows + "</table>")
-        parts += [f"<p class=\"hint\"><em>Hint ({status}):</em> {h(HINTS[status])}</p>" for status in _statuses(task)]
+        parts += [f"<p class=\"hint\"><em>Hint ({status}):</em> {h(_hint(task, status))}</p>" for status in _statuses(task)]
     parts.append(f"<p class=\"hint\">{h(HIDDEN_NOTE.replace('*', ''))}</p></body></html>")
     return "\n".join(parts) + "\n"

@@ -3,16 +3,34 @@
 ``SubmissionResult.to_gradescope_dict()`` follows Gradescope's results.json schema (score,
 execution_time, tests[] with name, score, max_score, status, output, visibility); the course's
 finer status (passed, failed, error, timeout, memory, crash, missing) rides in ``extra_data``.
+
+Messages, notes and the submission's name often hold a student's text (an exception message, a
+file name). Each result cleans its own text when it is made (:func:`grader.report.safe_text.plain`: valid
+UTF-8, no control characters, at most ``LIMIT_MESSAGE`` characters; at most :data:`MAX_NOTES`
+notes), so no writer can receive a 4 MiB message or a lone surrogate; each writer then escapes
+for where it writes (Gradescope is told to show every output as plain text).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from grader.report.safe_text import LIMIT_MESSAGE, LIMIT_NAME, file_name, plain
 from util.contract import ANSWER  # noqa: F401  (re-exported: the check on a task's exported answer)
 
 STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")
 """Every status a check can have. Only ``passed`` earns points."""
+
+GRADER_FAULT = "the grader could not"
+"""Messages starting with this are the grader's fault, not the student's: such a submission is not
+stored as done, so the next run grades it again (:mod:`grader.batch`)."""
+
+MAX_NOTES = 20
+"""Notes kept per submission (a notebook whose 500 cells raise gets 20, and a count of the rest)."""
+
+
+def _set(instance: Any, name: str, value: Any) -> None:
+    object.__setattr__(instance, name, value)  # cleaning a frozen dataclass's own fields
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,8 @@ class CheckResult:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}")
+        _set(self, "name", plain(self.name, LIMIT_NAME))
+        _set(self, "message", plain(self.message, LIMIT_MESSAGE))
 
 
 @dataclass(frozen=True)
@@ -87,6 +107,13 @@ class SubmissionResult:
     notes: tuple[str, ...] = field(default=())
     """Things the student should know that belong to no single task (cells that raised, timeouts)."""
 
+    def __post_init__(self) -> None:
+        _set(self, "submission", file_name(self.submission, LIMIT_MESSAGE))
+        notes = tuple(plain(note, LIMIT_MESSAGE) for note in self.notes[:MAX_NOTES])
+        if len(self.notes) > MAX_NOTES:  # MAX_NOTES in all, so that cleaning twice changes nothing
+            notes = notes[:-1] + (f"... and {len(self.notes) - MAX_NOTES + 1} more notes like these",)
+        _set(self, "notes", notes)
+
     @property
     def score(self) -> float:
         return sum(t.score for t in self.tasks)
@@ -110,11 +137,16 @@ class SubmissionResult:
                    tuple(data.get("notes", ())))
 
     def to_gradescope_dict(self) -> dict[str, Any]:
-        """Gradescope's results.json schema."""
+        """Gradescope's results.json schema; every output and name is shown as plain text
+        (``output_format``, ``test_output_format``, ``test_name_format``: ``text``), never as
+        Markdown or HTML."""
         return {
             "score": self.score,
             "execution_time": round(self.execution_time, 2),
             "output": "\n".join(self.notes),
+            "output_format": "text",
+            "test_output_format": "text",
+            "test_name_format": "text",
             "tests": [
                 {
                     "name": f"Task {t.task_id}: {t.title}",

@@ -13,6 +13,7 @@ copied into every result file. One function per destination::
     markdown(text)   plain, with Markdown and HTML characters escaped: no links, no HTML, no table breaks
     html(text)       plain, HTML-escaped
     file_name(name)  a readable name for any file name, bytes that are not UTF-8 shown as \\xff
+    json_value(v)    a JSON value whose strings are all valid UTF-8 (for answers kept for disputes)
 
 Every function accepts any value (``str()`` is applied to what is not text) and never raises.
 Long texts keep their head and say how much was cut: ``shorten(text, limit)``.
@@ -110,28 +111,33 @@ def terminal(text: Any, limit: int = LIMIT_MESSAGE) -> str:
 
 
 _FORMULA = tuple("=+-@\t\r\n") + ("\uff1d", "\uff0b", "\uff0d", "\uff20")  # and their full-width forms
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def csv_cell(value: Any) -> str | int | float:
     """A value for one CSV cell that no spreadsheet runs as a formula.
 
-    Numbers (not booleans) are returned as they are. Text is ``plain``; when it starts with
-    ``= + - @``, a tab or a line break, it gets a leading ``'`` (spreadsheets then show it as
-    text). ``None`` is the empty cell. At most :data:`LIMIT_MESSAGE` characters.
+    Numbers (not booleans) are returned as they are, and so is text that is one plain number
+    (``"+5"``, ``"-0.5"``). Other text is ``plain``; when it starts with ``= + - @``, a tab or a
+    line break, it gets a leading ``'`` (spreadsheets then show it as text). ``None`` is the empty
+    cell. At most :data:`LIMIT_MESSAGE` characters.
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     if value is None:
         return ""
     text = plain(value, LIMIT_MESSAGE)
-    return "'" + plain(value, LIMIT_MESSAGE - 1) if text.startswith(_FORMULA) else text
+    if text.startswith(_FORMULA) and not _NUMBER.fullmatch(text):
+        return "'" + plain(value, LIMIT_MESSAGE - 1)
+    return text
 
 
-_MARKDOWN_ANYWHERE = re.compile(r"([\\`*_\[\]|~])")
-"""Escapes, code spans, emphasis, links and images, table cells, strikethrough."""
+_MARKDOWN_ANYWHERE = re.compile(r"([\\`*\[\]|~]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+"""Escapes, code spans, emphasis, links and images, table cells, strikethrough (an underscore inside a
+word, as in ``count_macs``, makes no emphasis and is left as it is)."""
 _MARKDOWN_START = re.compile(r"^(?:([#+\-=>])|(\d{1,9})([.)]))")
 """What makes a heading, a list, a rule or a quote at the start of a line."""
-_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)", re.IGNORECASE)
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=[\w-]+\.\w)", re.IGNORECASE)
 
 
 def markdown(text: Any, limit: int = LIMIT_MESSAGE) -> str:
@@ -140,8 +146,9 @@ def markdown(text: Any, limit: int = LIMIT_MESSAGE) -> str:
     Line breaks become spaces; ``& < >`` become HTML entities (no HTML, no ``<https://...>``
     link); the characters that make code, emphasis, links, images, table cells or strikethrough
     are backslash-escaped, and so is a leading heading, list or quote marker; a zero-width space
-    after ``://``, ``www`` and ``@`` stops renderers from turning bare addresses into links. The
-    limit counts the text before escaping.
+    after ``://``, ``www`` and the ``@`` of an e-mail address stops renderers from turning bare
+    addresses into links (``resnet18@1x3x224x224`` is left alone). The limit counts the text before
+    escaping.
     """
     text = " ".join(plain(text, limit).split())
     text = _AUTOLINK.sub("\u200b", text)
@@ -155,11 +162,11 @@ def html(text: Any, limit: int = LIMIT_MESSAGE) -> str:
     return _html.escape(plain(text, limit), quote=True)
 
 
-def file_name(name: Any) -> str:
+def file_name(name: Any, limit: int = LIMIT_NAME) -> str:
     """A readable, safe display name for any file name: a path, a ``str`` or raw ``bytes``.
 
     Bytes that are not UTF-8 are shown as ``\\xff`` escapes (as Python writes them), control
-    characters are dropped, newlines shown as ``\\n``, at most :data:`LIMIT_NAME` characters.
+    characters are dropped, newlines shown as ``\\n``, at most ``limit`` characters.
     """
     if isinstance(name, os.PathLike):
         name = os.fspath(name)
@@ -168,4 +175,19 @@ def file_name(name: Any) -> str:
             name = os.fsencode(name)
         except UnicodeError:  # a lone surrogate that no file system produced
             pass
-    return terminal(name, LIMIT_NAME)
+    return terminal(name, limit)
+
+
+def json_value(value: Any, depth: int = 64) -> Any:
+    """A copy of the JSON value ``value`` that any strict UTF-8 JSON reader accepts: lone surrogates
+    in strings and keys become ``\\udXXX`` text (nothing else changes); deeper than ``depth``
+    levels, a value is replaced by a note saying so."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(_surrogate, value)
+    if depth <= 0 and isinstance(value, (dict, list)):
+        return "<nested too deep to keep>"
+    if isinstance(value, dict):
+        return {json_value(str(key)): json_value(item, depth - 1) for key, item in value.items()}
+    if isinstance(value, list):
+        return [json_value(item, depth - 1) for item in value]
+    return value
