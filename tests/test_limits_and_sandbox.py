@@ -33,15 +33,18 @@ def test_sizes_print_for_people():
 
 
 def test_the_sandbox_shows_util_but_not_the_grader_and_writes_only_scratch(tmp_path):
-    args = sandbox.bwrap_prefix(tmp_path, tmp_size=1 << 30)
+    args = sandbox.bwrap_args(tmp_path)
     binds = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
     assert (str(REPO / "util"), str(REPO / "util")) in binds
     assert not any(source in (str(REPO), str(REPO / "grader"), "/") for source, _ in binds)
-    writable = [args[i + 1] for i, a in enumerate(args) if a == "--bind"]
-    assert writable == [str(tmp_path.resolve())]
-    for flag in ("--unshare-all", "--die-with-parent", "--new-session"):
+    writable = [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--bind"]
+    scratch = tmp_path.resolve()
+    assert writable == [(str(scratch / ".tmp"), "/tmp"), (str(scratch), str(scratch)),
+                        (str(scratch / ".shm"), "/dev/shm")]  # /tmp and /dev/shm count as the scratch folder
+    for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"):
         assert flag in args
-    assert args[args.index("--tmpfs") - 1] == str(1 << 30)  # a bounded /tmp
+    assert "--tmpfs" not in args  # no memory-backed folder outside the limits
+    assert args[args.index("/dev") + 1:].count("--remount-ro") == 2  # /dev (not its /dev/shm) and /
 
 
 def test_without_bubblewrap_it_warns_what_is_not_enforced(monkeypatch, capsys):

@@ -16,13 +16,18 @@ from typing import Any
 import nbformat
 
 from grader import REPO
+from grader.execute import launch
+from grader.execute import sandbox as sandboxing
+from grader.execute.disk import Scratch
 from grader.execute.kernel import Execution, execute
 from grader.execute.limits import Limits
 from grader.judge.artifacts import read_files
+from util import export_cache, labs
 from util.answers import OUTPUT_DIR_ENV, read_answers
 from util.artifacts import FILES_DIR
 from util.contract import Lab
 from util.hidden import cell_source
+
 
 
 @dataclass(frozen=True)
@@ -69,17 +74,30 @@ def _distrust_exports(answers_dir: Path, cases_path: Path) -> dict[str, int]:
     return oversized
 
 
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+              "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", labs.LAB_DIRS_ENV) + tuple(export_cache.KINDS.values())
+"""The grader's variables a kernel gets, when they are set: where programs and libraries are, the
+locale, which GPU, where the export caches and any extra lab folders are. Nothing else of the
+grader's environment (a token, a password, a cloud credential, where the references are) reaches
+student code."""
+
+
 def kernel_env(output_dir: Path) -> dict[str, str]:
-    """The graded kernel's environment: answers go to ``output_dir``; one thread; repo importable.
+    """The graded kernel's whole environment: :data:`PASSED_ENV`, plus answers go to ``output_dir``;
+    one thread; this repository importable (before the grader's own ``PYTHONPATH``). The executor adds ``HOME`` and ``TMPDIR`` (both in the
+    scratch folder).
 
     Plots use ipykernel's inline backend (headless), so ``executed.ipynb`` keeps the figures.
     """
-    env = dict(os.environ)
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
     env[OUTPUT_DIR_ENV] = str(output_dir)
     env["PYTHONHASHSEED"] = "0"
     env["OMP_NUM_THREADS"] = "1"
+    env["USER"] = env["LOGNAME"] = "student"  # getpass.getuser() works for a user without an account
     env["NETRON_PORT"] = "0"  # util.netron_view picks a free port: kernels graded side by side never clash
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -120,15 +138,17 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
     limits = limits or Limits()
     limits = replace(limits, cell_timeout=cell_timeout or limits.cell_timeout or lab.cell_timeout,
                      notebook_timeout=notebook_timeout or limits.notebook_timeout or lab.notebook_timeout)
-    scratch = Path(tempfile.mkdtemp(prefix=f"grade-{lab.name}-"))
+    sandboxed = sandboxing.available() if sandbox is None else sandbox
+    work = Scratch.create(lab.name, disk=limits.disk, owner=launch.student_ids(sandboxed))
+    scratch = work.path
     try:
         copy_support(lab, source_dir, scratch)
         answers_dir, cases_path = scratch / "answers", scratch / "cases.json"
         execution = execute(
-            nb, scratch, kernel_env(answers_dir),
+            nb, work, kernel_env(answers_dir),
             cell_timeout=limits.cell_timeout, notebook_timeout=limits.notebook_timeout,
             extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
-            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandbox)
+            extra_timeout=lab.hidden_timeout, limits=limits, sandbox=sandboxed)
         oversized = _distrust_exports(answers_dir, cases_path)
         try:
             cases = json.loads(cases_path.read_text(encoding="utf-8"))
@@ -137,4 +157,4 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
         files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
         return Run(read_answers(answers_dir), cases, execution, nb, files, oversized)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        work.remove()
