@@ -6,23 +6,50 @@ uses it to say which task a failing cell belonged to.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import nbformat
 
 from grader import REPO
+from grader.execute.limits import format_size
+
+MAX_NOTEBOOK_BYTES = 32 << 20
+"""Largest notebook file the grader reads (``--max-notebook``): the course's notebooks, with their
+figures, are a few MiB; a larger file is refused before it is parsed."""
+
+
+class NotebookTooLarge(ValueError):
+    """A notebook file over the size limit; its message says the size, the limit and what to do."""
+
 
 HEADING = re.compile(r"^#{1,6}\s*Task\s+(\d+\.\d+)\s*:\s*(.*?)\s*\((\d+(?:\.\d+)?) points?\)\s*$")
 """``## Task 1.4: MACs (40 points)`` -> id, title, points."""
 
 
-def read(path: Path) -> nbformat.NotebookNode:
-    """Read a notebook, with a clear error for a file that is not one."""
+def read(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbformat.NotebookNode:
+    """Read a notebook, with a clear error for a file that is not one.
+
+    A file over ``max_bytes`` raises :class:`NotebookTooLarge` before any of it is read.
+    """
     try:
-        return nbformat.read(str(path), as_version=4)
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            if size > max_bytes:
+                raise NotebookTooLarge(
+                    f"{Path(path).name} is {format_size(size)}, over the {format_size(max_bytes)} a notebook may be: "
+                    "clear its outputs (Kernel > Restart Kernel and Clear Outputs of All Cells), save, and submit "
+                    "it again; keep data out of the notebook")
+            data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such notebook") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a folder, not a notebook") from None
+    if len(data) > max_bytes:  # it grew while we looked
+        raise NotebookTooLarge(f"{Path(path).name} is over the {format_size(max_bytes)} a notebook may be")
+    try:
+        return nbformat.reads(data.decode("utf-8"), as_version=4)
     except Exception as exc:  # nbformat raises several kinds for bad JSON
         raise ValueError(f"{path} is not a readable Jupyter notebook ({exc.__class__.__name__}: {exc})") from None
 

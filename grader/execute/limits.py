@@ -21,7 +21,6 @@ The limits are enforced in three layers, so that each works where the others can
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,6 +65,8 @@ class Limits:
     """Bytes of cell output kept per cell; more is dropped with a note (the run continues)."""
     notebook_output: int = 16 << 20
     """Bytes of output kept for the whole notebook."""
+    notebook_size: int = 32 << 20
+    """Largest notebook file graded (``--max-notebook``); a larger one is refused before it is read."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,7 +77,7 @@ class Limits:
                           for label, value in (("timeout", self.notebook_timeout), ("cell", self.cell_timeout)))
         return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
                 f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
-                f"output {format_size(self.output)} per cell")
+                f"output {format_size(self.output)} per cell, notebooks up to {format_size(self.notebook_size)}")
 
 
 TASKS_PER_PROCESS = 8

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import nbformat
 
 from grader import REPO
-from grader.execute import launch
+from grader.execute import caches, launch
 from grader.execute import sandbox as sandboxing
 from grader.execute.disk import Scratch
 from grader.execute.kernel import Execution, execute
@@ -139,6 +138,7 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
     limits = replace(limits, cell_timeout=cell_timeout or limits.cell_timeout or lab.cell_timeout,
                      notebook_timeout=notebook_timeout or limits.notebook_timeout or lab.notebook_timeout)
     sandboxed = sandboxing.available() if sandbox is None else sandbox
+    caches.ensure(lab)  # no submission is graded against a tampered export
     work = Scratch.create(lab.name, disk=limits.disk, owner=launch.student_ids(sandboxed))
     scratch = work.path
     try:

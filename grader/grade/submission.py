@@ -8,6 +8,7 @@ student). Grading a whole class (parallel, resumable, gradebook, statistics) is 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
@@ -21,6 +22,10 @@ from grader.report.results import ANSWER, CheckResult, SubmissionResult, TaskRes
 from util.answers import write_json
 from util.contract import Lab
 from util.labs import get_lab
+
+
+TOO_LARGE = "too large"
+"""The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
 
 def _unreadable(path: Path, lab: Lab, message: str) -> SubmissionResult:
@@ -101,9 +106,11 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
     try:
         if path.is_dir():
             raise IsADirectoryError(path)
-        nb = notebook.read(path)
+        nb = notebook.read(path, (limits or Limits()).notebook_size)
     except (FileNotFoundError, ValueError, OSError) as exc:
         result = _unreadable(path, lab, _why_unreadable(path, exc))
+        if isinstance(exc, notebook.NotebookTooLarge):  # refused before anything ran
+            result = replace(result, execution_status=TOO_LARGE)
         if out_dir:
             write_json(out_dir / "results.json", result.to_gradescope_dict())
             _write_feedback(out_dir, result)
