@@ -18,10 +18,14 @@ talks to the grader over Unix sockets in ``<workdir>/.kernel/``.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,6 +91,10 @@ SLACK = 64 << 10
 """Bytes the grader accepts per cell beyond the kernel's own cap (its note, the export's print)."""
 
 
+RELAY_MEMORY = 256 << 20
+"""``RLIMIT_DATA`` of the relay process (:mod:`grader.relay`): its baseline plus a few bounded messages."""
+
+
 class _PrefixedKernelManager(AsyncKernelManager):
     """A kernel manager that starts the kernel through a command prefix (cgroup, user, rlimits,
     sandbox) and talks to it through sockets that refuse oversized message parts
@@ -96,6 +104,10 @@ class _PrefixedKernelManager(AsyncKernelManager):
     command_prefix: list[str] = []
     max_frame: int = 64 << 20
     owner: tuple[int, int] | None = None
+    relay_dir: Path | None = None
+    """Where the relay (:mod:`grader.relay`) offers the kernel's sockets; ``None``: connect directly."""
+    relay_memory: int = RELAY_MEMORY
+    relay: subprocess.Popen | None = None
 
     @default("session")
     def _session_default(self) -> SafeSession:
@@ -109,7 +121,27 @@ class _PrefixedKernelManager(AsyncKernelManager):
     def client(self, **kwargs: Any):  # noqa: ANN201 (jupyter_client's signature)
         kc = super().client(context=bounded_context(self.max_frame), **kwargs)
         kc._created_context = True  # so kc.stop_channels() closes it, after its threads have stopped
+        if self.relay_dir is not None:
+            prefix = str(self.relay_dir / "relay")
+            if self.relay is None:
+                self.relay = _start_relay(self.get_connection_info(), prefix, max_frame=self.max_frame,
+                                          max_message=self.session.max_message, memory=self.relay_memory)
+            kc.ip = prefix  # the client's channels connect to the relay, never to the kernel
         return kc
+
+
+def _start_relay(connection: Mapping[str, Any], prefix: str, *, max_frame: int, max_message: int,
+                 memory: int) -> subprocess.Popen:
+    """Start :mod:`grader.relay` for the kernel at ``connection``; returns once it listens."""
+    spec = {"kernel": {k: v for k, v in connection.items() if k == "ip" or k.endswith("_port")},
+            "prefix": prefix, "max_frame": max_frame, "max_message": max_message, "memory": memory}
+    relay = subprocess.Popen([sys.executable, str(Path(__file__).with_name("relay.py")), json.dumps(spec)],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                             text=True)
+    if relay.stdout.readline().strip() != "ready":
+        relay.kill()
+        raise RuntimeError("the message relay did not start")
+    return relay
 
 
 _SIGNALS = {signal.SIGSEGV: "a segmentation fault", signal.SIGBUS: "a bus error", signal.SIGABRT: "an abort",
@@ -131,7 +163,7 @@ def _death(code: int | None, breach: Breach | None, where: str) -> tuple[str, st
     """Status and message for a kernel that died in cell ``where``."""
     after = AFTER
     if breach is not None:
-        status = {"memory": "memory", "timeout": "timeout"}.get(breach.kind, "crash")
+        status = {"memory": "memory", "timeout": "timeout"}.get(breach.kind, "crash")  # procs, disk, output
         return status, f"the notebook {breach.message}: it was stopped in {where}" + after
     number = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
     if number == signal.SIGKILL:
@@ -185,6 +217,7 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
     km.owner = owner
     km.max_frame = limits.output + SLACK
     km.session.max_message = 4 * (limits.output + SLACK)
+    km.relay_dir = Path(tempfile.mkdtemp(prefix="grade-relay-"))  # the grader's alone: the kernel cannot see it
     client = BoundedClient(nb, km=km, cell_limit=limits.output + SLACK, total_limit=limits.notebook_output,
                            timeout=cell_timeout, allow_errors=True, kernel_name="python3",
                            resources={"metadata": {"path": str(scratch.path)}}, record_timing=False,
@@ -203,7 +236,8 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
         # cleanup_kc: shut the kernel down and close the client's sockets even though we made the km
         with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL, cleanup_kc=True):
             watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs,
-                                scratch=scratch, disk=limits.disk, cgroup=group, deadline=deadline)
+                                scratch=scratch, disk=limits.disk, cgroup=group, deadline=deadline,
+                                relay=km.relay, relay_limit=km.session.max_message)
             watchdog.deadline_message = f"was still running at its time limit ({notebook_timeout} s per notebook)"
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
@@ -247,6 +281,10 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
     finally:
         if watchdog is not None:
             watchdog.stop()
+        if km.relay is not None:
+            km.relay.kill()
+            km.relay.wait()
+        shutil.rmtree(km.relay_dir, ignore_errors=True)
         if group is not None:
             try:
                 group.remove()

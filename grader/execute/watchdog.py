@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ class Breach:
     """Why the watchdog killed a submission."""
 
     kind: str
-    """``memory``, ``procs``, ``disk`` or ``timeout``."""
+    """``memory``, ``procs``, ``disk``, ``output`` (a message too large for the relay) or ``timeout``."""
     message: str
     """In a student's words, e.g. ``used more than 4 GiB of memory (4.2 GiB)``."""
 
@@ -120,7 +121,8 @@ class Watchdog:
     or on a breach of ``memory``, ``procs`` or ``disk`` (measured in ``scratch``)."""
 
     def __init__(self, pid: int, *, memory: int, procs: int, scratch: Scratch | None = None, disk: int = 0,
-                 cgroup: Group | None = None, deadline: float | None = None, interval: float = 0.2) -> None:
+                 cgroup: Group | None = None, deadline: float | None = None, relay: subprocess.Popen | None = None,
+                 relay_limit: int = 0, interval: float = 0.2) -> None:
         self.root = psutil.Process(pid)
         try:  # the launcher's own process group (jupyter starts kernels in a new session)
             group = os.getpgid(pid)
@@ -129,6 +131,7 @@ class Watchdog:
         self._group = group if group == pid and group != os.getpgrp() else None
         self.memory, self.procs, self.interval = memory, procs, interval
         self.scratch, self.disk, self.cgroup = scratch, disk, cgroup
+        self.relay, self.relay_limit = relay, relay_limit
         self.deadline = deadline
         """Monotonic time at which everything is killed (``None``: no deadline); the executor moves it."""
         self.deadline_message = "was still running at its time limit"
@@ -162,6 +165,9 @@ class Watchdog:
     def _check(self, polls: int) -> Breach | None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return Breach("timeout", self.deadline_message)
+        if self.relay is not None and self.relay.poll() is not None:  # it ran out of memory on a message
+            return Breach("output", f"sent the grader a message far over the {format_size(self.relay_limit)} it "
+                                    "accepts (all its parts together)")
         processes = self.tree()
         for process in processes:
             self._seen.setdefault(process.pid, process)
