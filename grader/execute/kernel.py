@@ -92,7 +92,7 @@ SLACK = 64 << 10
 
 
 RELAY_MEMORY = 256 << 20
-"""``RLIMIT_DATA`` of the relay process (:mod:`grader.relay`): its baseline plus a few bounded messages."""
+"""``RLIMIT_DATA`` of the relay process (:mod:`grader.execute.relay`): its baseline plus a few bounded messages."""
 
 
 class _PrefixedKernelManager(AsyncKernelManager):
@@ -105,7 +105,7 @@ class _PrefixedKernelManager(AsyncKernelManager):
     max_frame: int = 64 << 20
     owner: tuple[int, int] | None = None
     relay_dir: Path | None = None
-    """Where the relay (:mod:`grader.relay`) offers the kernel's sockets; ``None``: connect directly."""
+    """Where the relay (:mod:`grader.execute.relay`) offers the kernel's sockets; ``None``: connect directly."""
     relay_memory: int = RELAY_MEMORY
     relay: subprocess.Popen | None = None
 
@@ -132,7 +132,7 @@ class _PrefixedKernelManager(AsyncKernelManager):
 
 def _start_relay(connection: Mapping[str, Any], prefix: str, *, max_frame: int, max_message: int,
                  memory: int) -> subprocess.Popen:
-    """Start :mod:`grader.relay` for the kernel at ``connection``; returns once it listens."""
+    """Start :mod:`grader.execute.relay` for the kernel at ``connection``; returns once it listens."""
     spec = {"kernel": {k: v for k, v in connection.items() if k == "ip" or k.endswith("_port")},
             "prefix": prefix, "max_frame": max_frame, "max_message": max_message, "memory": memory}
     relay = subprocess.Popen([sys.executable, str(Path(__file__).with_name("relay.py")), json.dumps(spec)],

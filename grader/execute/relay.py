@@ -12,7 +12,7 @@ and the standard library, no jupyter) sits between them, under its own ``RLIMIT_
   has more than :data:`MAX_PARTS` parts, and counts it;
 * receives at most one message at a time from the kernel, so its memory is its baseline plus one
   message. A message too large to fit at all makes it run out of memory and die; the grader then
-  stops the submission (:mod:`grader.watchdog`): "the notebook sent the grader more than it accepts".
+  stops the submission (:mod:`grader.execute.watchdog`): "the notebook sent the grader more than it accepts".
 
 It forwards the grader's requests untouched and never parses a message (the grader checks
 signatures and contents itself, :class:`grader.output.SafeSession`).
