@@ -67,6 +67,8 @@ class Limits:
     """Bytes of output kept for the whole notebook."""
     notebook_size: int = 32 << 20
     """Largest notebook file graded (``--max-notebook``); a larger one is refused before it is read."""
+    judge_timeout: int = 120
+    """Seconds the grader's own check of one saved file may take (in its judge process)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -164,14 +164,29 @@ def _size(content: Mapping[str, Any]) -> int:
     return total
 
 
+def _mime_bundle(data: Any) -> bool:
+    """Whether ``data`` is a MIME bundle nbformat accepts: text (or lines) per type, any JSON for ``*json``."""
+    if not isinstance(data, dict):
+        return False
+    for key, value in data.items():
+        if not isinstance(key, str):
+            return False
+        if not key.endswith("json") and not (isinstance(value, str) or
+                                              isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            return False
+    return True
+
+
 def _valid_output(msg_type: str, content: Mapping[str, Any]) -> bool:
-    """Whether ``content`` has the fields nbformat needs to build an output of ``msg_type``."""
+    """Whether ``content`` has the fields, of the types, that nbformat needs for an output of ``msg_type``."""
     if msg_type == "stream":
-        return isinstance(content.get("name"), str) and isinstance(content.get("text"), str)
+        return content.get("name") in ("stdout", "stderr") and isinstance(content.get("text"), str)
     if msg_type in ("display_data", "execute_result", "update_display_data"):
-        return isinstance(content.get("data"), dict) and isinstance(content.get("metadata", {}), dict)
+        count = content.get("execution_count")
+        return (_mime_bundle(content.get("data")) and isinstance(content.get("metadata", {}), dict)
+                and (msg_type != "execute_result" or count is None or isinstance(count, int) and not isinstance(count, bool)))
     if msg_type == "error":
-        return True  # shortened and completed below
+        return True  # shortened and made well-formed below
     return False
 
 

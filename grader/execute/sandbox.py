@@ -184,13 +184,15 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
+    scratch = scratch.resolve()
+    args += ["--bind", str(scratch / ".tmp"), "/tmp"]  # first: what is shown below may itself lie in /tmp
     made: set[Path] = set()
     for path in readable_paths(readable):
         args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
     for path in labs.kernel_hidden_files():  # the labs' example mistakes quote their solutions
         args += ["--ro-bind", "/dev/null", str(path)]
-    scratch = scratch.resolve()
-    args += ["--bind", str(scratch / ".tmp"), "/tmp"]  # first: the scratch folder may itself lie in /tmp
+    for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
+        args += ["--dev-bind", str(path), str(path)]
     args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]
     if not writable:
         args += ["--bind", str(scratch / ".tmp"), str(scratch / ".tmp")]

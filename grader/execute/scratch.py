@@ -17,10 +17,12 @@ import nbformat
 from grader import REPO
 from grader.execute import caches, launch
 from grader.execute import sandbox as sandboxing
+from grader.execute import disk
 from grader.execute.disk import Scratch
 from grader.execute.kernel import Execution, execute
 from grader.execute.limits import Limits
-from grader.judge.artifacts import read_files
+from grader.judge import artifacts
+from grader.judge.artifacts import SavedFile
 from util import export_cache, labs
 from util.answers import OUTPUT_DIR_ENV, read_answers
 from util.artifacts import FILES_DIR
@@ -41,8 +43,12 @@ class Run:
     """How the execution went."""
     notebook: nbformat.NotebookNode
     """The executed notebook, with outputs (for instructors to read)."""
-    files: dict[str, bytes | str] = field(default_factory=dict)
-    """Files the hidden cases saved for the grader's own checks (``grader.judge.artifacts.read_files``)."""
+    files: dict[str, SavedFile] = field(default_factory=dict)
+    """Files the hidden cases saved for the grader's own checks (``grader.judge.artifacts.list_files``);
+    their paths are gone once the run is over (``files_out`` keeps copies)."""
+    verdicts: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    """Task id -> case id -> problems the grader's checks found in the saved files (judged before the
+    scratch folder went, :func:`grader.judge.artifacts.verdicts`)."""
     oversized: dict[str, int] = field(default_factory=dict)
     """Task id (or ``hidden cases``) -> size in bytes of an export too large to read (not graded)."""
 
@@ -81,6 +87,23 @@ grader's environment (a token, a password, a cloud credential, where the referen
 student code."""
 
 
+def _base_env() -> dict[str, str]:
+    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
+    env.setdefault("PATH", os.defpath)
+    env.setdefault("LANG", "C.UTF-8")
+    env["PYTHONHASHSEED"] = "0"
+    env["OMP_NUM_THREADS"] = "1"
+    env["USER"] = env["LOGNAME"] = "student"  # getpass.getuser() works for a user without an account
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def judge_env(scratch: Path, sandboxed: bool) -> dict[str, str]:
+    """A judge process's whole environment (:mod:`grader.judge.isolated`): :data:`PASSED_ENV`, one
+    thread, this repository importable, ``HOME`` and ``TMPDIR`` in its scratch folder."""
+    return {**_base_env(), "HOME": str(scratch / disk.HOME), "TMPDIR": "/tmp" if sandboxed else str(scratch / disk.TMP)}
+
+
 def kernel_env(output_dir: Path) -> dict[str, str]:
     """The graded kernel's whole environment: :data:`PASSED_ENV`, plus answers go to ``output_dir``;
     one thread; this repository importable (before the grader's own ``PYTHONPATH``). The executor adds ``HOME`` and ``TMPDIR`` (both in the
@@ -88,15 +111,9 @@ def kernel_env(output_dir: Path) -> dict[str, str]:
 
     Plots use ipykernel's inline backend (headless), so ``executed.ipynb`` keeps the figures.
     """
-    env = {name: os.environ[name] for name in PASSED_ENV if name in os.environ}
-    env.setdefault("PATH", os.defpath)
-    env.setdefault("LANG", "C.UTF-8")
+    env = _base_env()
     env[OUTPUT_DIR_ENV] = str(output_dir)
-    env["PYTHONHASHSEED"] = "0"
-    env["OMP_NUM_THREADS"] = "1"
-    env["USER"] = env["LOGNAME"] = "student"  # getpass.getuser() works for a user without an account
     env["NETRON_PORT"] = "0"  # util.netron_view picks a free port: kernels graded side by side never clash
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -123,11 +140,13 @@ def copy_support(lab: Lab, source_dir: Path | None, scratch: Path) -> None:
 
 def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | None = None,
                  notebook_timeout: int | None = None, limits: Limits | None = None,
-                 sandbox: bool | None = None, source_dir: Path | None = None) -> Run:
-    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases.
+                 sandbox: bool | None = None, source_dir: Path | None = None, files_out: Path | None = None) -> Run:
+    """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases, then
+    the grader's own checks of the files they saved (in a judge process, before the folder goes).
 
     ``source_dir`` is the notebook's folder: the lab's support files (``Lab.support``, e.g. a C++
     project) are copied from there into the scratch folder first (:func:`copy_support`).
+    ``files_out``: where to keep the saved files (the small ones) and their manifest, for disputes.
 
     Time limits: ``cell_timeout`` / ``notebook_timeout`` if given, else ``limits``', else the lab's.
     ``limits`` also bounds memory, processes, file size and output; ``sandbox`` forces the
@@ -154,7 +173,10 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, cell_timeout: int | Non
             cases = json.loads(cases_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             cases = {}
-        files = read_files(answers_dir / FILES_DIR)  # read now: the scratch folder is deleted below
-        return Run(read_answers(answers_dir), cases, execution, nb, files, oversized)
+        files = artifacts.list_files(answers_dir / FILES_DIR)  # judged now: the scratch folder goes below
+        verdicts = artifacts.verdicts(lab, cases, files, limits=limits, sandbox=sandboxed)
+        if files_out is not None:
+            artifacts.save_files(files, files_out)
+        return Run(read_answers(answers_dir), cases, execution, nb, files=files, verdicts=verdicts, oversized=oversized)
     finally:
         work.remove()

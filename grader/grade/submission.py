@@ -15,7 +15,7 @@ from typing import Iterable
 from grader import notebook
 from grader.execute.limits import Limits, format_size
 from grader.execute.scratch import MAX_EXPORT_BYTES, run_notebook
-from grader.judge import artifacts, references
+from grader.judge import references
 from grader.judge.score import score
 from grader.report import feedback
 from grader.report.results import ANSWER, CheckResult, SubmissionResult, TaskResult
@@ -116,9 +116,9 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
             _write_feedback(out_dir, result)
         return result
     run = run_notebook(nb, lab, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, limits=limits,
-                       sandbox=sandbox, source_dir=path.parent)
-    tasks = _oversized(score(lab, refs, run.answers, run.cases, run.execution,
-                             artifacts.verdicts(lab, run.cases, run.files)), run.oversized)
+                       sandbox=sandbox, source_dir=path.parent,
+                       files_out=out_dir / "files" if out_dir else None)  # the files the grader judged, for disputes
+    tasks = _oversized(score(lab, refs, run.answers, run.cases, run.execution, run.verdicts), run.oversized)
     notes = _graded_as(nb, path, lab) + tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
     if run.execution.status != "completed":
         notes += (run.execution.message,)
@@ -134,7 +134,6 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
         write_json(out_dir / "answers.json", run.answers)
         write_json(out_dir / "cases.json", run.cases)
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8")
-        artifacts.save_files(run.files, out_dir / "files")  # the models the grader judged, for disputes
         _write_feedback(out_dir, result)
     return result
 
