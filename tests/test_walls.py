@@ -87,9 +87,11 @@ time.sleep(30)"""
 
 MEMFD = """\
 import os, time
-fd = os.memfd_create('hoard')
-for _ in range(64):  # 1 GiB of memory no process maps and no folder shows
-    os.write(fd, b'x' * (16 << 20))
+held = []
+for i in range(18):  # 18 x 60 MiB (each under --fsize) of memory no process maps and no folder shows
+    held.append(os.memfd_create(f'hoard{i}'))
+    for _ in range(6):
+        os.write(held[-1], b'x' * (10 << 20))
 time.sleep(30)"""
 
 UNLINKED = """\
@@ -127,7 +129,6 @@ MALFORMED = SEND + """\
 import json
 send('comm_msg', {'comm_id': 'c0'})                                   # no data
 send('comm_open', {'comm_id': 'c1', 'target_name': 'jupyter.widget', 'data': {'state': {}}})  # no _model_module
-send('comm_open', [1, 2, 3])                                          # content not an object
 send('display_data', {'metadata': {}})                                # no data
 send('display_data', {'data': 'text', 'metadata': []})
 send('display_data', {'data': {'text/plain': 5}, 'metadata': {}})
@@ -146,21 +147,25 @@ def sign(parts):
 k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', sign(frames)] + frames)  # a parent header that is a list
 k.iopub_socket.send_multipart([b'stream', b'<IDS|MSG>', b'bad signature'] + frames)
 k.iopub_socket.send_multipart([b'<IDS|MSG>', sign([b'{'] * 4)] + [b'{'] * 4)       # signed, not JSON
+listed = frames[:1] + [k.session.pack(parent), b'{}', b'[1, 2, 3]']                # content not an object
+k.iopub_socket.send_multipart([b'comm', b'<IDS|MSG>', sign(listed)] + listed)
 buffer = b'x' * (1 << 20)
 send('display_data', {'data': {'text/plain': 'amplified'}, 'metadata': {}}, buffers=[buffer] * 300)"""
 
 ENVIRONMENT = f"""\
 import os
 raise RuntimeError('my environment: ' + repr(dict(os.environ)))"""
+# what the kernel may see: the allowlist, what the grader sets, and what ipykernel sets for itself
 ENV_CHECK = f"""\
 import os
-assert not any({SECRET!r} in value for value in os.environ.values()) and 'AWS_SECRET_ACCESS_KEY' not in os.environ
+secret = {SECRET[::-1]!r}[::-1]  # reversed here: this source lands in executed.ipynb
+assert not any(secret in value for value in os.environ.values()) and 'AWS_SECRET_ACCESS_KEY' not in os.environ
 assert sorted(os.environ) == sorted(set(os.environ) & set({sorted(
     ['PATH', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'LD_LIBRARY_PATH', 'CUDA_VISIBLE_DEVICES', 'NVIDIA_VISIBLE_DEVICES',
      'NVIDIA_DRIVER_CAPABILITIES', 'COURSE_LAB_DIRS', 'COURSE_ONNX_CACHE', 'COURSE_TORCHSCRIPT_CACHE',
      'COURSE_OUTPUT_DIR', 'PYTHONHASHSEED', 'OMP_NUM_THREADS', 'USER', 'LOGNAME', 'NETRON_PORT', 'PYTHONPATH',
-     'HOME', 'TMPDIR', 'JPY_PARENT_PID', 'JPY_SESSION_NAME', 'PYDEVD_DISABLE_FILE_VALIDATION',
-     'MPLBACKEND', 'CLICOLOR', 'FORCE_COLOR', 'PAGER', 'GIT_PAGER', 'TERM', 'COLUMNS', 'LINES'])!r}))"""
+     'HOME', 'TMPDIR', 'PWD', 'JPY_PARENT_PID', 'JPY_SESSION_NAME',
+     'PYDEVD_USE_FRAME_EVAL', 'MPLBACKEND', 'CLICOLOR', 'CLICOLOR_FORCE', 'FORCE_COLOR', 'PAGER', 'GIT_PAGER', 'TERM'])!r}))"""
 
 
 def _class() -> dict[str, object]:
