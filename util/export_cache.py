@@ -68,9 +68,17 @@ _verified: dict[str, tuple[int, int, int, int]] = {}
 
 @contextlib.contextmanager
 def _locked(folder: Path) -> Iterator[dict]:
-    """The folder's manifest, under an exclusive lock (graders side by side); saved if changed."""
-    with open(folder / _LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """The folder's manifest, under an exclusive lock (graders side by side); saved if changed.
+
+    A folder this process may not write is read as it is (nothing can be locked, deleted or saved).
+    """
+    try:
+        lock = open(folder / _LOCK, "a")
+    except OSError:
+        lock = None
+    try:
+        if lock is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
             manifest = manifest if isinstance(manifest, dict) else {}
@@ -78,12 +86,15 @@ def _locked(folder: Path) -> Iterator[dict]:
             manifest = {}
         before = json.dumps(manifest, sort_keys=True)
         yield manifest
-        if json.dumps(manifest, sort_keys=True) != before:
+        if lock is not None and json.dumps(manifest, sort_keys=True) != before:
             fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
             with os.fdopen(fd, "w") as handle:
                 json.dump(manifest, handle, indent=1, sort_keys=True)
             os.chmod(tmp, 0o644)
             os.replace(tmp, folder / MANIFEST)
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 def _digest(path: Path) -> str:
@@ -117,7 +128,8 @@ def store(kind: str, file_name: str, write: Callable[[Path], None]) -> Path:
 
 def verify(kind: str) -> list[str]:
     """Check the shared folder of ``kind`` against its manifest; delete (and return the names of)
-    files whose size or SHA-256 differ, that no :func:`store` recorded, or that are not plain files.
+    files whose size or SHA-256 differ, that no :func:`store` recorded, or that are not plain files
+    (a name ends in "(could not be deleted)" where this process may not delete it).
 
     A file unchanged (size, times, inode) since this process last verified it is not hashed again.
     """
@@ -141,11 +153,14 @@ def verify(kind: str) -> list[str]:
             removed.append(path.name)
             manifest.pop(path.name, None)
             _verified.pop(str(path), None)
-            if path.is_dir() and not path.is_symlink():
-                import shutil
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    import shutil
+                    shutil.rmtree(path)
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError:  # not ours to delete: the caller says so
+                removed[-1] += " (could not be deleted)"
         for name in [n for n in manifest if not (folder / n).exists()]:
             del manifest[name]
     return removed
