@@ -264,7 +264,9 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
                                "for the hidden cases)" + AFTER)
                     break
                 except DeadKernelError:
-                    status, message = _death(_kernel_returncode(client), watchdog.breach, where)
+                    code = _kernel_returncode(client)
+                    watchdog.settle()  # killed by the system (a cgroup's OOM kill) between two polls: say why
+                    status, message = _death(code, watchdog.breach, where)
                     stopped = tasks[index]
                     break
                 for output in cell.get("outputs", []):
@@ -285,12 +287,12 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
             km.relay.kill()
             km.relay.wait()
         shutil.rmtree(km.relay_dir, ignore_errors=True)
+        peak = max(watchdog.peak_memory if watchdog else 0, group.memory_peak() if group else 0)
         if group is not None:
             try:
                 group.remove()
             except OSError:
                 pass
-    peak = max(watchdog.peak_memory if watchdog else 0, group.memory_peak() if group else 0)
     return Execution(status, time.monotonic() - start, tuple(errors), message, stopped, sandboxed,
                      peak, client.dropped, km.session.dropped)
 

@@ -155,7 +155,13 @@ class Watchdog:
         polls = 0
         while not self._stop.wait(self.interval):
             polls += 1
-            breach = self._check(polls)
+            try:
+                breach = self._check(polls)
+            except Exception:  # a process vanished mid-read: the watch (and its deadline) goes on
+                if self.deadline is not None and time.monotonic() >= self.deadline:
+                    breach = Breach("timeout", self.deadline_message)
+                else:
+                    continue
             if breach is not None:
                 self._kill(breach)
                 return
@@ -199,6 +205,15 @@ class Watchdog:
                 return Breach("memory", f"used more than {format_size(self.memory)} of memory "
                                         f"({format_size(total)}), the limit per submission")
         return None
+
+    def settle(self) -> None:
+        """Check once more, now, without killing: for a submission the system ended between two polls
+        (an out-of-memory kill in its cgroup), so that :attr:`breach` says why."""
+        if self.breach is None:
+            try:
+                self.breach = self._check(DISK_EVERY)
+            except Exception:  # the process is gone: nothing more to learn
+                pass
 
     def _kill(self, breach: Breach) -> None:
         self.breach = breach
