@@ -82,9 +82,8 @@ def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache,
     from lab98.tasks import LAB
     monkeypatch.setitem(labs.LABS, "lab98", LAB)
     monkeypatch.setitem(labs.PACKAGES, "lab98", "lab98")
-    _store("answer.bin", b"42")  # as the lab's hook stores it, but writable by kernels that run as anyone
-    cache.chmod(0o777)
-    (cache / "answer.bin").chmod(0o666)
+    cache.mkdir()
+    (cache / "answer.bin").write_bytes(b"13")  # there before the grader: never recorded, so never trusted
     heading = new_markdown_cell("## Task 98.1: From the cache (1 points)")
     for name, cells in {"a_tamperer": [READ, TAMPER], "b_next": [READ]}.items():
         nb = new_notebook(cells=[heading] + [new_code_cell(c) for c in cells])
@@ -97,3 +96,4 @@ def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache,
     assert code == 0 and rows == {"a_tamperer__lab98": "1/1", "b_next__lab98": "1/1"}
     assert "did not match the size and hash recorded" in capsys.readouterr().err
     assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
+    assert export_cache.verify("onnx") == []  # what the hook rebuilt is recorded

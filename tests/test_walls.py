@@ -94,6 +94,15 @@ for i in range(18):  # 18 x 60 MiB (each under --fsize) of memory no process map
         os.write(held[-1], b'x' * (10 << 20))
 time.sleep(30)"""
 
+SYSV = """\
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+refused = {}
+for name in ('shmget', 'msgget'):  # SysV memory outlives every process that attached to it: refused
+    result = getattr(libc, name)(0, 1 << 30, 0o1000 | 0o600) if name == 'shmget' else libc.msgget(0, 0o1000 | 0o600)
+    refused[name] = (result, ctypes.get_errno())
+assert refused == {'shmget': (-1, 1), 'msgget': (-1, 1)}, refused"""
+
 UNLINKED = """\
 import os, time
 held = []
@@ -175,7 +184,7 @@ def _class() -> dict[str, object]:
     return {
         "a1_remount_util": standard(REMOUNT), "a1_z_next": good,
         "a2_cache_write": standard(CACHE_WRITE), "a2_z_next": good,
-        "a3_dev_shm": standard(DEV_SHM), "a3_memfd": standard(MEMFD), "a3_z_next": good,
+        "a3_dev_shm": standard(DEV_SHM), "a3_memfd": standard(MEMFD), "a3_sysv": standard(SYSV), "a3_z_next": good,
         "a4_unlinked": standard(UNLINKED), "a4_z_next": good,
         "a6_huge_notebook": huge, "a6_z_next": good,
         "a7_display_updates": standard(DISPLAY_UPDATES), "a8_comms": standard(COMMS),
@@ -254,6 +263,11 @@ def test_memory_and_disk_outside_the_usual_places_still_count(graded, name, stat
     found = answer(graded, name, "9.2")
     assert found[:2] == (status, 0) and words in found[2], found
     assert result(graded, name).execution_status == status
+
+
+def test_sysv_shared_memory_is_refused(graded):
+    """A SysV segment keeps its memory after every process detached: the seccomp filter refuses it."""
+    assert answer(graded, "a3_sysv", "9.2") == ("passed", 5, ""), answer(graded, "a3_sysv", "9.2")
 
 
 def test_a_notebook_over_the_size_limit_is_refused_before_anything_runs(graded):

@@ -5,10 +5,11 @@ variable). Outside the grader it is read and written. Inside the grader's sandbo
 read-only: the shared folder is still *read* (the grader fills it before grading, see
 ``Lab.prepare``), and a model missing from it is exported into the temp folder instead.
 
-Every file is written through :func:`store`, which records its size and SHA-256 in the folder's
-``manifest.json``. :func:`verify` checks the folder against it and deletes any file that does not
-match (or that no export wrote): the grader runs it before each submission, so a model replaced
-by anyone is rebuilt, never used.
+The grader keeps a ``manifest.json`` in each shared folder: the size and SHA-256 of every file
+it trusts, recorded by :func:`store` or, for the files a lab's ``prepare`` hook has just exported,
+by :func:`record_new`. :func:`verify` checks the folder against it and deletes any file that does
+not match, or that the grader never recorded: the grader runs it before each submission, so a
+model replaced by anyone is rebuilt, never used.
 """
 from __future__ import annotations
 
@@ -124,6 +125,26 @@ def store(kind: str, file_name: str, write: Callable[[Path], None]) -> Path:
     finally:
         Path(tmp).unlink(missing_ok=True)
     return folder / file_name
+
+
+def record_new(kind: str) -> list[str]:
+    """Record size and SHA-256 of the plain files of ``kind``'s shared folder that have no record yet;
+    return their names. The grader calls it right after a lab's ``prepare`` hook (which it ran
+    itself, after :func:`verify` had deleted every file it had not recorded) to trust what it built."""
+    folder = shared_dir(kind)
+    if not folder.is_dir():
+        return []
+    added = []
+    with _locked(folder) as manifest:
+        for path in sorted(folder.iterdir()):
+            if (path.name in (MANIFEST, _LOCK) or path.name.endswith(".tmp") or path.name in manifest
+                    or path.is_symlink() or not path.is_file()):
+                continue
+            info = path.stat()
+            manifest[path.name] = {"bytes": info.st_size, "sha256": _digest(path)}
+            _verified[str(path)] = _signature(info)
+            added.append(path.name)
+    return added
 
 
 def verify(kind: str) -> list[str]:

@@ -5,8 +5,10 @@ load into the shared caches (``build/onnx``, ``build/torchscript``; :mod:`util.e
 grader runs it outside the sandbox, in a subprocess (torch stays out of the grader's memory),
 before grading the lab. Kernels see the caches read-only and cannot remount them.
 
-Before each submission, :func:`ensure` checks every cache file against the size and SHA-256
-recorded when it was written (cheap: a file unchanged since its last check is not hashed again).
+The grader records each file's size and SHA-256 right after the hook that exported it ran
+(having deleted, just before, every file it had not recorded). Before each submission,
+:func:`ensure` checks every cache file against its record (cheap: a file unchanged since its last
+check is not hashed again).
 A file that differs, or that no export wrote, is deleted and the lab's hook runs again, so no
 submission is graded against a tampered model, whoever tampered with it (a kernel graded without
 the sandbox, a person, a disk error).
@@ -38,6 +40,9 @@ def prepare(lab: Lab, *, timeout: int = 600) -> str | None:
                               timeout=timeout, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
+    finally:  # what the hook exported (verify() deleted every file not recorded before it ran)
+        for kind in export_cache.KINDS:
+            export_cache.record_new(kind)
     return " ".join(done.stderr.strip().splitlines()[-1:]) or f"exit code {done.returncode}" if done.returncode else None
 
 

@@ -10,7 +10,8 @@ after.
   user itself.
 * The inner launcher runs inside the sandbox: it sets the rlimits and, for a root grader, drops
   the capability bounding set, the groups, then the user and group (``setresuid``/``setresgid``)
-  to :func:`grader.execute.sandbox.run_as`'s and sets ``no_new_privs``.
+  to :func:`grader.execute.sandbox.run_as`'s and sets ``no_new_privs``; last, it installs the
+  seccomp filter (:mod:`grader.execute.seccomp`).
 
 The rlimits are set inside the sandbox because Linux counts ``RLIMIT_NPROC`` per user *and user
 namespace*: in a non-root grader's sandbox it counts only this submission's tasks, and a root
@@ -25,7 +26,7 @@ import os
 import sys
 from pathlib import Path
 
-from grader.execute import sandbox
+from grader.execute import sandbox, seccomp
 from grader.execute.limits import Limits, rlimits
 
 LAUNCHER = """\
@@ -53,6 +54,14 @@ if spec.get("ids"):
     libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid programs grant nothing
 if spec.get("pdeathsig"):
     libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL (after setresuid, which clears it)
+if spec.get("seccomp"):
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    code = bytes.fromhex(spec["seccomp"])
+    buffer = ctypes.create_string_buffer(code, len(code))
+    libc.prctl(38, 1, 0, 0, 0)  # no_new_privs: a filter needs it (and keeps it)
+    if libc.prctl(22, 2, ctypes.byref(Program(len(code) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
+        sys.exit("grader launcher: could not install the seccomp filter")
 os.execvp(sys.argv[2], sys.argv[2:])
 """
 
@@ -84,13 +93,44 @@ def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = No
     limits = limits or Limits()
     ids = student_ids(sandboxed) if drop is None else sandbox.run_as() if drop else None
     outer: dict = {"cgroup": str(cgroup)} if cgroup is not None else {}
+    filtered = seccomp.program()
     if not sandboxed:
         outer["rlimits"] = rlimits(limits, per_user=ids is not None and sandbox.UID_ENV not in os.environ)
         if ids is not None:
             outer.update(ids=list(ids), pdeathsig=True)
+        if filtered is not None:
+            outer["seccomp"] = filtered.hex()
         return launcher(outer)
     inner = {"rlimits": rlimits(limits, per_user=sandbox.run_as() is None or sandbox.UID_ENV not in os.environ)}
     if ids is not None:
         inner["ids"] = list(ids)
+    if filtered is not None:
+        inner["seccomp"] = filtered.hex()
     return ((launcher(outer) if outer else []) + sandbox.bwrap_args(scratch, readable=readable, writable=writable)
             + launcher(inner))
+
+
+def enforcement(sandboxed: bool) -> dict[str, str]:
+    """Which mechanism enforces what here, limit by limit, in a few words each (for the grader's log)."""
+    from grader.execute import cgroups, disk
+
+    ids = student_ids(sandboxed)
+    cgroup = cgroups.unavailable_reason() is None
+    if ids is not None:
+        user = f"uid {ids[0]} (unprivileged, no capabilities)"
+    elif sandboxed:
+        user = "the grader's user in a user namespace (no capabilities)"
+    else:
+        user = "ROOT" if os.geteuid() == 0 else "the grader's own user"
+    return {
+        "isolation": "bubblewrap (no network; read-only system; only the scratch folder writable)" if sandboxed
+                     else "NONE",
+        "user": user,
+        "memory": "cgroup v2 memory.max" if cgroup else "watchdog (resident memory + memfd) and RLIMIT_DATA",
+        "processes": "cgroup v2 pids.max and watchdog" if cgroup else
+                     "watchdog" + (" and RLIMIT_NPROC" if sandboxed or ids is not None else ""),
+        "disk": "a filesystem of --disk per submission" if disk.unavailable_reason() is None
+                else "watchdog (walk + deleted files held open)",
+        "time": "watchdog (absolute deadline)",
+        "output": "relay, kernel-side cap, bounded client",
+    }

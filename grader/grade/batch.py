@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from grader.execute import caches
+from grader.execute import caches, launch
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits
 from grader.grade import resume
@@ -212,6 +212,8 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     sandbox = sandboxing.available() if sandbox is None else sandbox
     print(f"grader: limits: {limits.describe()}; sandbox: {'bubblewrap' if sandbox else 'NONE'}", file=sys.stderr)
     print(f"grader: class settings ({out / 'class.json'}): {class_settings.describe()}", file=sys.stderr)
+    print("grader: enforced by: " + "; ".join(f"{what}: {how}" for what, how in launch.enforcement(sandbox).items()),
+          file=sys.stderr)
 
     for name, path, reason in unknown:
         result = _not_graded(path, reason)
