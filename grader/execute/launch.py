@@ -44,15 +44,16 @@ libc = ctypes.CDLL(None, use_errno=True)
 if spec.get("ids"):
     uid, gid = spec["ids"]
     cap = 0
-    while libc.prctl(24, cap, 0, 0, 0) == 0:  # PR_CAPBSET_DROP, until past the last capability
+    while hasattr(libc, "prctl") and libc.prctl(24, cap, 0, 0, 0) == 0:  # PR_CAPBSET_DROP, to the last one
         cap += 1
     os.setgroups([])
     os.setresgid(gid, gid, gid)
     os.setresuid(uid, uid, uid)
     if os.geteuid() == 0 or os.getegid() == 0:
         sys.exit("grader launcher: could not drop root")
-    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid programs grant nothing
-if spec.get("pdeathsig"):
+    if hasattr(libc, "prctl"):
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid programs grant nothing
+if spec.get("pdeathsig") and hasattr(libc, "prctl"):
     libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL (after setresuid, which clears it)
 if spec.get("seccomp"):
     class Program(ctypes.Structure):

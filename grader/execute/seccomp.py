@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import platform
 import struct
+import sys
 
 _LD_ABS, _JEQ, _JGE, _JSET, _RET = 0x20, 0x15, 0x35, 0x45, 0x06
 ALLOW = 0x7FFF0000
@@ -55,6 +56,8 @@ def _block(numbers, flagged=(), clone3=None) -> list[bytes]:
 
 def program(machine: str | None = None) -> bytes | None:
     """The filter for ``machine`` (default: this one), as the bytes of ``struct sock_filter[]``."""
+    if machine is None and not sys.platform.startswith("linux"):
+        return None  # seccomp is Linux's
     machine = machine or platform.machine()
     if machine not in ARCHES:
         return None
