@@ -153,8 +153,16 @@ def test_grader_only_lab_files_cannot_be_read_in_the_sandbox(tmp_path):
     shown = [p for p in hidden if p.is_file()][:3] + [REPO / "util" / "contract.py"]
     code = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        print(len(open(p).read()))\n"
             "    except OSError:\n        print(0)")
-    done = subprocess.run(sandbox.bwrap_prefix(tmp_path, tmp_size=1 << 20) + [sys.executable, "-c", code,
-                                                                              *map(str, shown)],
-                          capture_output=True, text=True, timeout=60)
-    sizes = [int(line) for line in done.stdout.split()]
-    assert sizes[:-1] == [0] * (len(shown) - 1) and sizes[-1] > 1000, done.stderr
+    for name in (".tmp", ".shm"):
+        (tmp_path / name).mkdir()
+    for judges, expected in ((False, 0), (True, None)):  # a judge process sees the judges, never the mistakes
+        done = subprocess.run(sandbox.bwrap_args(tmp_path, judges=judges) + [sys.executable, "-c", code,
+                                                                             *map(str, shown)],
+                              capture_output=True, text=True, timeout=60)
+        sizes = [int(line) for line in done.stdout.split()]
+        assert sizes[-1] > 1000, done.stderr
+        for path, size in zip(shown[:-1], sizes[:-1]):
+            if path.name == "mistakes.py" or expected == 0:
+                assert size == 0, (judges, path)
+            elif path.name.startswith("judge") and path.is_file():
+                assert size == path.stat().st_size, (judges, path)

@@ -11,18 +11,16 @@ export 9.2 only if every wall held, so 10/10 says they all did. Items 9 (many an
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from types import SimpleNamespace
 
-import nbformat
 import pytest
 
 from grader import REPO
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits
 from grader.grade import batch, resume
-from tinylab import GOOD_1, GOOD_2, export, notebook, registered, standard, write
+from tinylab import GOOD_1, GOOD_2, notebook, registered, standard, write
 from util import export_cache
 
 LIMITS = Limits(cell_timeout=8, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20, disk=128 << 20,
@@ -161,7 +159,7 @@ k.iopub_socket.send_multipart([b'comm', b'<IDS|MSG>', sign(listed)] + listed)
 buffer = b'x' * (1 << 20)
 send('display_data', {'data': {'text/plain': 'amplified'}, 'metadata': {}}, buffers=[buffer] * 300)"""
 
-ENVIRONMENT = f"""\
+ENVIRONMENT = """\
 import os
 raise RuntimeError('my environment: ' + repr(dict(os.environ)))"""
 # what the kernel may see: the allowlist, what the grader sets, and what ipykernel sets for itself

@@ -84,12 +84,13 @@ def student_ids(sandboxed: bool) -> tuple[int, int] | None:
 
 def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = None,
                    cgroup: Path | None = None, readable: tuple[Path, ...] = (),
-                   writable: bool = True, drop: bool | None = None) -> list[str]:
+                   writable: bool = True, drop: bool | None = None, judges: bool = False) -> list[str]:
     """The prefix that runs a command confined in ``scratch``: in ``cgroup`` (its ``cgroup.procs``),
     under ``limits``' rlimits, as the unprivileged user, and in the sandbox when ``sandboxed``.
 
     ``drop`` forces a root grader's drop to the unprivileged user on or off; by default it is on,
     except without the sandbox where that user cannot run Python (see :mod:`grader.execute.sandbox`).
+    ``judges``: the labs' judges are visible (a judge process), where a kernel sees them empty.
     """
     limits = limits or Limits()
     ids = student_ids(sandboxed) if drop is None else sandbox.run_as() if drop else None
@@ -107,8 +108,8 @@ def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = No
         inner["ids"] = list(ids)
     if filtered is not None:
         inner["seccomp"] = filtered.hex()
-    return ((launcher(outer) if outer else []) + sandbox.bwrap_args(scratch, readable=readable, writable=writable)
-            + launcher(inner))
+    return ((launcher(outer) if outer else [])
+            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, judges=judges) + launcher(inner))
 
 
 def enforcement(sandboxed: bool) -> dict[str, str]:

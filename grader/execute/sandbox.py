@@ -10,8 +10,8 @@ Inside the sandbox the student's code (the kernel and everything it starts, a co
   Nothing can be remounted: the mounts belong to a namespace the student's user holds no
   capability in. A non-root grader's sandbox also forbids creating further user namespaces;
 * sees a read-only system (``/usr``, ``/etc``), the Python installation, and of this repository
-  only ``util/`` (what notebooks import; each lab's ``mistakes.py``, which quotes the solution,
-  reads as empty), the export caches (``build/onnx``, ``build/torchscript``) and any extra lab
+  only ``util/`` (what notebooks import; each lab's grader-only files, its judges and mistakes,
+  which hold or quote solutions, read as empty), the export caches (``build/onnx``, ``build/torchscript``) and any extra lab
   folders the registry names (``$COURSE_LAB_DIRS``): ``grader/`` with its references,
   ``solutions/``, the other submissions and the gradebook are simply not there;
 * can write only in its scratch folder (the notebook's working directory). Its ``/tmp`` and
@@ -161,12 +161,14 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
     return args
 
 
-def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool = True) -> list[str]:
+def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool = True,
+               judges: bool = False) -> list[str]:
     """The ``bwrap`` command prefix (up to ``--``) that runs a command sandboxed in ``scratch``.
 
     ``scratch`` must hold the folders ``.tmp`` and ``.shm`` (the sandbox's ``/tmp`` and
     ``/dev/shm``). ``readable`` adds folders shown read-only; ``writable=False`` shows ``scratch``
-    read-only too (its ``.tmp`` stays writable).
+    read-only too (its ``.tmp`` stays writable). The labs' grader-only files (``util.labs.GRADER_ONLY``:
+    judges and mistakes) read as empty, except the judges when ``judges`` (for a judge process).
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -189,8 +191,10 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     made: set[Path] = set()
     for path in readable_paths(readable):
         args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
-    for path in labs.kernel_hidden_files():  # the labs' example mistakes quote their solutions
-        args += ["--ro-bind", "/dev/null", str(path)]
+    for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
+        if judges and path.name != "mistakes.py":
+            continue  # a judge process runs the judges (it never needs the mistakes)
+        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
         args += ["--dev-bind", str(path), str(path)]
     args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]

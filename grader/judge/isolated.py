@@ -93,7 +93,8 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
         for name in (disk.TMP, disk.SHM, disk.HOME):
             scratch.folder(name)
         command = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,
-                                         cgroup=group.procs_file if group else None, readable=(files_dir,))
+                                         cgroup=group.procs_file if group else None, readable=(files_dir,),
+                                         judges=True)
         process = subprocess.Popen(command + [sys.executable, "-c", WORKER.read_text(encoding="utf-8")],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                    cwd=scratch.path, env=judge_env(scratch.path, sandboxed), text=True,
