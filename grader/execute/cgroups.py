@@ -127,6 +127,18 @@ def parent() -> Path | None:
     return _probe()[0]
 
 
+def create(*, memory: int, tasks: int) -> "Group | None":
+    """A new group for one submission, or ``None`` where cgroups are unavailable (or the kernel
+    refused this one: the watchdog's limits then apply, as without cgroups)."""
+    where = parent()
+    if where is None:
+        return None
+    try:
+        return Group.create(where, memory=memory, tasks=tasks)
+    except OSError:
+        return None
+
+
 class Group:
     """One submission's cgroup: its limits, what it used, and the end of everything in it."""
 

@@ -18,13 +18,11 @@ talks to the grader over Unix sockets in ``<workdir>/.kernel/``.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,12 +30,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import nbformat
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from traitlets import default
 
-from grader.execute import cgroups, disk, launch
+from grader.execute import cgroups, disk, launch, relay
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits, tasks as task_limit
 from grader.execute.output import BoundedClient, SafeSession, bounded_context, install_kernel_cap
@@ -118,30 +117,32 @@ class _PrefixedKernelManager(AsyncKernelManager):
             os.chown(self.connection_file, *self.owner)
         return list(self.command_prefix) + super().format_kernel_cmd(extra_arguments)
 
+    def _connect_control_socket(self) -> None:
+        """The manager's own control socket (shutdown and interrupt requests) never connects to the
+        kernel directly: only through the relay, once it runs (the grader shuts kernels down with a
+        signal, so it is rarely needed at all)."""
+        if self.relay_dir is None:
+            return super()._connect_control_socket()
+        if self._control_socket is None and self.relay is not None:
+            context = zmq.Context.instance()
+            socket = context.socket(zmq.DEALER)
+            socket.setsockopt(zmq.MAXMSGSIZE, self.max_frame)
+            socket.setsockopt(zmq.RCVHWM, 1)
+            socket.linger = 100
+            socket.connect(f"ipc://{self.relay_dir / 'relay'}-{self.control_port}")
+            self._control_socket = socket
+        return None
+
     def client(self, **kwargs: Any):  # noqa: ANN201 (jupyter_client's signature)
         kc = super().client(context=bounded_context(self.max_frame), **kwargs)
         kc._created_context = True  # so kc.stop_channels() closes it, after its threads have stopped
         if self.relay_dir is not None:
             prefix = str(self.relay_dir / "relay")
             if self.relay is None:
-                self.relay = _start_relay(self.get_connection_info(), prefix, max_frame=self.max_frame,
-                                          max_message=self.session.max_message, memory=self.relay_memory)
+                self.relay = relay.start(self.get_connection_info(), prefix, max_frame=self.max_frame,
+                                         max_message=self.session.max_message, memory=self.relay_memory)
             kc.ip = prefix  # the client's channels connect to the relay, never to the kernel
         return kc
-
-
-def _start_relay(connection: Mapping[str, Any], prefix: str, *, max_frame: int, max_message: int,
-                 memory: int) -> subprocess.Popen:
-    """Start :mod:`grader.execute.relay` for the kernel at ``connection``; returns once it listens."""
-    spec = {"kernel": {k: v for k, v in connection.items() if k == "ip" or k.endswith("_port")},
-            "prefix": prefix, "max_frame": max_frame, "max_message": max_message, "memory": memory}
-    relay = subprocess.Popen([sys.executable, str(Path(__file__).with_name("relay.py")), json.dumps(spec)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-                             text=True)
-    if relay.stdout.readline().strip() != "ready":
-        relay.kill()
-        raise RuntimeError("the message relay did not start")
-    return relay
 
 
 _SIGNALS = {signal.SIGSEGV: "a segmentation fault", signal.SIGBUS: "a bus error", signal.SIGABRT: "an abort",
@@ -208,8 +209,7 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
     tasks = cell_tasks(nb)[:count] + ["hidden"] * len(extra_cells)
 
     kernel_dir = scratch.path / disk.KERNEL
-    group = (cgroups.Group.create(cgroups.parent(), memory=limits.memory, tasks=task_limit(limits))
-             if cgroups.parent() is not None else None)
+    group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
     km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
                                 connection_file=str(kernel_dir / "kernel.json"))
     km.command_prefix = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,

@@ -89,5 +89,21 @@ def main(spec: dict) -> None:
             target.send_multipart(parts, copy=False)
 
 
+def start(connection: dict, prefix: str, *, max_frame: int, max_message: int, memory: int):  # noqa: ANN201
+    """Start this relay (a process of its own) for the kernel at ``connection``, offering its sockets at
+    ``prefix``; returns the ``subprocess.Popen`` once it listens (``RuntimeError`` if it does not start)."""
+    import subprocess
+
+    spec = {"kernel": {k: v for k, v in connection.items() if k == "ip" or k.endswith("_port")},
+            "prefix": prefix, "max_frame": max_frame, "max_message": max_message, "memory": memory}
+    process = subprocess.Popen([sys.executable, __file__, json.dumps(spec)], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    if process.stdout.readline().strip() != "ready":
+        process.kill()
+        process.wait()
+        raise RuntimeError("the message relay did not start")
+    return process
+
+
 if __name__ == "__main__":
     main(json.loads(sys.argv[1]))

@@ -84,8 +84,7 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
     stopped on without a verdict (``results`` then holds why), or ``None`` when it judged them all."""
     owner = launch.student_ids(sandboxed)
     scratch = disk.Scratch.create("judge", disk=JUDGE_DISK, owner=owner, filesystem=False)
-    group = (cgroups.Group.create(cgroups.parent(), memory=limits.memory, tasks=task_limit(limits))
-             if cgroups.parent() is not None else None)
+    group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
     watchdog = None
     current = first
     garbage = False
