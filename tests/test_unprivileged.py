@@ -110,8 +110,8 @@ def test_an_ordinary_user_grades_the_class_with_the_walls_up(graded_by_a_user):
     done, rows, root = graded_by_a_user
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: bubblewrap" in done.stderr  # the sandbox ran, in a user namespace
-    assert {name: row["total"] for name, row in rows.items()} == {
-        "remount__lab9": "10/10", "outside__lab9": "10/10", "environment__lab9": "10/10", "z_next__lab9": "10/10"}
+    assert {name: (row["total"], row["max"]) for name, row in rows.items()} == {
+        name: ("10", "10") for name in ("remount__lab9", "outside__lab9", "environment__lab9", "z_next__lab9")}
     assert not (REPO / "util" / "_hostile.txt").exists() and not list(root.rglob("_hostile.txt"))
     written = [p for p in (root / "out").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert written == []
