@@ -36,20 +36,20 @@ def cache(tmp_path, monkeypatch):
 
 
 def _store(name: str, data: bytes) -> Path:
-    return export_cache.store("onnx", name, lambda path: path.write_bytes(data))
+    return caches.store("onnx", name, lambda path: path.write_bytes(data))
 
 
 def test_a_stored_file_verifies_and_is_not_hashed_again_until_it_changes(cache, monkeypatch):
     path = _store("a.onnx", b"model")
-    manifest = json.loads((cache / export_cache.MANIFEST).read_text())
+    manifest = json.loads((cache / caches.MANIFEST).read_text())
     assert manifest == {"a.onnx": {"bytes": 5, "sha256": hashlib.sha256(b"model").hexdigest()}}
     hashed = []
-    monkeypatch.setattr(export_cache, "_digest", lambda p: hashed.append(p.name) or "x")
-    assert export_cache.verify("onnx") == [] and hashed == []  # unchanged since it was stored: not hashed
+    monkeypatch.setattr(caches, "_digest", lambda p: hashed.append(p.name) or "x")
+    assert caches.verify_kind("onnx") == [] and hashed == []  # unchanged since it was stored: not hashed
     path.write_bytes(b"MODEL")  # same size, other bytes
     monkeypatch.undo()
     monkeypatch.setenv(export_cache.KINDS["onnx"], str(cache))
-    assert export_cache.verify("onnx") == ["a.onnx"] and not path.exists()
+    assert caches.verify_kind("onnx") == ["a.onnx"] and not path.exists()
 
 
 def test_planted_files_links_and_folders_are_deleted(cache):
@@ -57,8 +57,8 @@ def test_planted_files_links_and_folders_are_deleted(cache):
     (cache / "planted.onnx").write_bytes(b"no export wrote me")
     (cache / "link.onnx").symlink_to(cache / "a.onnx")
     (cache / "folder.onnx").mkdir()
-    assert sorted(export_cache.verify("onnx")) == ["folder.onnx", "link.onnx", "planted.onnx"]
-    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["a.onnx", export_cache.MANIFEST]
+    assert sorted(caches.verify_kind("onnx")) == ["folder.onnx", "link.onnx", "planted.onnx"]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["a.onnx", caches.MANIFEST]
     assert export_cache.find("onnx", "a.onnx").read_bytes() == b"model"
 
 
@@ -96,4 +96,4 @@ def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache,
     assert code == 0 and rows == {"a_tamperer__lab98": ("1", "1"), "b_next__lab98": ("1", "1")}
     assert "did not match the size and hash recorded" in capsys.readouterr().err
     assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
-    assert export_cache.verify("onnx") == []  # what the hook rebuilt is recorded
+    assert caches.verify_kind("onnx") == []  # what the hook rebuilt is recorded

@@ -166,3 +166,33 @@ def test_grader_only_lab_files_cannot_be_read_in_the_sandbox(tmp_path):
                 assert size == 0, (judges, path)
             elif path.name.startswith("judge") and path.is_file():
                 assert size == path.stat().st_size, (judges, path)
+
+
+@pytest.mark.skipif(not sandbox.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+def test_a_root_grader_can_build_the_sandbox_in_a_user_namespace_too(monkeypatch, request):
+    """Where bwrap cannot run as root (a container without CAP_SYS_ADMIN), a root grader drops to its
+    unprivileged user first and bwrap builds the sandbox in a user namespace: the same walls."""
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("a non-root grader always builds it so (tests/test_unprivileged.py)")
+    monkeypatch.setenv(sandbox.SANDBOX_ENV, "userns")
+    problem = sandbox._probe(sandboxed=True)
+    if problem is not None:  # e.g. Python lies under /root, where the unprivileged user may not go
+        pytest.skip(f"bwrap run by an unprivileged user cannot build the sandbox here:{problem}")
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    work = Path(tempfile.mkdtemp(prefix="userns-"))  # a scratch folder the unprivileged user can reach
+    request.addfinalizer(lambda: shutil.rmtree(work, ignore_errors=True))
+    code = ("import os, subprocess\nstatus = open('/proc/self/status').read()\n"
+            "assert 'CapEff:\\t0000000000000000' in status and 'NoNewPrivs:\\t1' in status, status\n"
+            f"assert subprocess.run(['mount', '-o', 'remount,rw,bind', {str(REPO / 'util')!r}]).returncode != 0\n"
+            "assert subprocess.run(['unshare', '-U', 'true']).returncode != 0\n"
+            "assert os.getuid() == 65534\n"
+            "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab9'), '9.1', 41)")
+    execution = execute(new_notebook(cells=[new_code_cell(code)]), work, kernel_env(work / "answers"),
+                        cell_timeout=60, notebook_timeout=120, sandbox=True)
+    assert execution.status == "completed" and execution.errors == (), execution.errors
+    assert (work / "answers" / "9.1.json").exists()

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from grader import REPO
+from grader.execute import caches
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits
 from grader.grade import batch, resume
@@ -214,9 +215,9 @@ def graded(tmp_path_factory):
         patch.setenv("COURSE_TEST_SECRET", SECRET)
         patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
         patch.setenv(export_cache.KINDS["onnx"], str(root / "cache"))
-        export_cache.store("onnx", "model.onnx", lambda path: path.write_bytes(b"the real model"))
+        caches.store("onnx", "model.onnx", lambda path: path.write_bytes(b"the real model"))
         code = batch.main(paths=[subs], out=root / "out", lab="lab9", progress=False, limits=LIMITS)
-        cache_problems = export_cache.verify("onnx")
+        cache_problems = caches.verify_kind("onnx")
     return SimpleNamespace(root=root, out=root / "out", code=code, util_before=util_before,
                            util_after=_tree_hash(REPO / "util"), cache_problems=cache_problems)
 

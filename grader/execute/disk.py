@@ -185,6 +185,17 @@ class Scratch:
                 return 0
         return folder_size(self.path, stop_above)
 
+    def full(self) -> bool:
+        """Whether its own filesystem has (almost) no room left: a write has failed or is about to.
+        (Right after "no space left", the blocks just refused may not show in the usage yet.)"""
+        if not self.mounted:
+            return False
+        try:
+            info = os.statvfs(self.path)
+        except OSError:
+            return False
+        return info.f_bavail * info.f_frsize < (1 << 20)
+
     def remove(self) -> None:
         """Unmount (if mounted) and delete the folder, even one the submission made unreadable."""
         if self.image is not None:

@@ -269,10 +269,14 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
                     status, message = _death(code, watchdog.breach, where)
                     stopped = tasks[index]
                     break
-                for output in cell.get("outputs", []):
-                    if output.get("output_type") == "error":
-                        errors.append(CellError(index, tasks[index], output.get("ename", "Error"),
-                                                output.get("evalue", "")))
+                raised = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+                if raised and watchdog.breach is None:  # "no space left" raised before the next poll: over the limit?
+                    watchdog.settle()
+                    if watchdog.breach is not None:
+                        watchdog.kill_all()
+                if watchdog.breach is None:  # (an error the limit caused is the limit's, not the cell's)
+                    errors += [CellError(index, tasks[index], o.get("ename", "Error"), o.get("evalue", ""))
+                               for o in raised]
                 if watchdog.breach is not None:  # killed as the cell ended
                     status, message = _death(None, watchdog.breach, where)
                     stopped = tasks[index]

@@ -7,7 +7,8 @@ after.
 
 * The outer launcher runs as the grader: it moves itself into the submission's cgroup (so does
   everything it starts), and, without the sandbox, sets the rlimits and drops to the unprivileged
-  user itself.
+  user itself (so does a root grader whose sandbox is built in a user namespace,
+  :func:`grader.execute.sandbox.userns`).
 * The inner launcher runs inside the sandbox: it sets the rlimits and, for a root grader, drops
   the capability bounding set, the groups, then the user and group (``setresuid``/``setresgid``)
   to :func:`grader.execute.sandbox.run_as`'s and sets ``no_new_privs``; last, it installs the
@@ -103,8 +104,10 @@ def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = No
         if filtered is not None:
             outer["seccomp"] = filtered.hex()
         return launcher(outer)
-    inner = {"rlimits": rlimits(limits, per_user=sandbox.run_as() is None or sandbox.UID_ENV not in os.environ)}
-    if ids is not None:
+    inner = {"rlimits": rlimits(limits, per_user=sandbox.userns() or sandbox.UID_ENV not in os.environ)}
+    if ids is not None and sandbox.userns():  # a root grader's user-namespace sandbox: drop before bwrap
+        outer["ids"] = list(ids)
+    elif ids is not None:
         inner["ids"] = list(ids)
     if filtered is not None:
         inner["seccomp"] = filtered.hex()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
 import resource
 import sys
 
@@ -96,8 +97,10 @@ def start(connection: dict, prefix: str, *, max_frame: int, max_message: int, me
 
     spec = {"kernel": {k: v for k, v in connection.items() if k == "ip" or k.endswith("_port")},
             "prefix": prefix, "max_frame": max_frame, "max_message": max_message, "memory": memory}
-    process = subprocess.Popen([sys.executable, __file__, json.dumps(spec)], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    # -I: the grader's PYTHONPATH (a sitecustomize importing torch, say) has no business in the relay
+    process = subprocess.Popen([sys.executable, "-I", __file__, json.dumps(spec)], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+                               env={"PATH": os.environ.get("PATH", os.defpath)})
     if process.stdout.readline().strip() != "ready":
         process.kill()
         process.wait()

@@ -43,7 +43,9 @@ from grader import REPO
 from util import export_cache, labs
 
 SANDBOX_ENV = "COURSE_SANDBOX"
-"""Set to ``off`` to run kernels without the sandbox (e.g. on macOS); ``--no-sandbox`` does the same."""
+"""Set to ``off`` to run kernels without the sandbox (e.g. on macOS; ``--no-sandbox`` does the same),
+or to ``userns`` to build it in a user namespace even for a root grader (see :func:`userns`)."""
+_root_userns = False
 UID_ENV, GID_ENV = "COURSE_SANDBOX_UID", "COURSE_SANDBOX_GID"
 """Set both to run a root grader's student code as this user and group instead of :func:`run_as`'s."""
 NOBODY = 65534
@@ -100,14 +102,34 @@ def _probe(sandboxed: bool) -> str | None:
     return None
 
 
+def userns() -> bool:
+    """Whether the sandbox is built in a user namespace, by bwrap run as the unprivileged user.
+
+    Always for a non-root grader. A root grader runs bwrap as root (no user namespace; the launcher
+    inside drops to :func:`run_as`'s user), unless that cannot work here (a container without
+    ``CAP_SYS_ADMIN``) or ``$COURSE_SANDBOX=userns``: then it drops first and bwrap builds the
+    sandbox in a user namespace, where the student's user holds no capability either.
+    """
+    return run_as() is None or _root_userns or os.environ.get(SANDBOX_ENV, "").lower() == "userns"
+
+
 @functools.lru_cache(maxsize=None)
 def unavailable_reason() -> str | None:
     """``None`` when bwrap can build the sandbox here, else why not (probed once per process)."""
+    global _root_userns
     if os.environ.get(SANDBOX_ENV, "").lower() in ("off", "0", "no", "false"):
         return f" ({SANDBOX_ENV}=off)"
     if shutil.which("bwrap") is None:
         return " (not installed)"
-    return _probe(sandboxed=True)
+    reason = _probe(sandboxed=True)
+    if reason is None or userns():
+        return reason
+    _root_userns = True  # bwrap as root failed: try it as the unprivileged user, in a user namespace
+    second = _probe(sandboxed=True)
+    if second is None:
+        return None
+    _root_userns = False
+    return f"{reason}; as an unprivileged user:{second}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -175,7 +197,7 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
             # in its own pid namespace the kernel's parent is bwrap's pid 1, which ipykernel would take
             # for "my parent died"; --die-with-parent ends the kernel with the grader instead
             "--setenv", "JPY_PARENT_PID", "1"]
-    if run_as() is None:  # not root: a user namespace maps the grader's user to an unprivileged one
+    if userns():  # bwrap runs unprivileged: a user namespace maps its user to an unprivileged one inside
         args += ["--unshare-user", "--disable-userns", "--uid", str(NOBODY), "--gid", str(NOBODY),
                  "--cap-drop", "ALL"]
     # (as root, the launcher inside drops to run_as()'s user, its capabilities and their bounding set)

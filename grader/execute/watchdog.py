@@ -187,7 +187,7 @@ class Watchdog:
             used = self.scratch.usage(self.disk)
             if not self.scratch.mounted and used <= self.disk:
                 used += held_files(pids, maps=self._maps)[1]
-            if used > self.disk:
+            if used > self.disk or self.scratch.full():
                 return Breach("disk", f"kept more than {format_size(self.disk)} of files (its folder, /tmp and "
                                       "/dev/shm, deleted files still open included), the limit per submission")
         if self.cgroup is not None:
