@@ -47,11 +47,14 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
                    help="files it may keep in its scratch folder, in all (default: 4G)")
     g.add_argument("--max-output", type=parse_size, default=Limits.output, metavar="SIZE",
                    help="printed output kept per cell; the rest is dropped, never graded (default: 1M)")
+    g.add_argument("--max-notebook", type=parse_size, default=Limits.notebook_size, metavar="SIZE",
+                   help="largest notebook file graded; a larger one is refused unread (default: 32M)")
 
 
 def _limits(args) -> Limits:
     return Limits(notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout, memory=args.memory,
-                  procs=args.procs, fsize=args.fsize, disk=args.disk, output=args.max_output)
+                  procs=args.procs, fsize=args.fsize, disk=args.disk, output=args.max_output,
+                  notebook_size=args.max_notebook)
 
 
 def _class_flags(p: argparse.ArgumentParser) -> None:

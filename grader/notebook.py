@@ -6,19 +6,28 @@ uses it to say which task a failing cell belonged to.
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import nbformat
 
 from grader import REPO
+from grader.execute.limits import format_size
+
+MAX_NOTEBOOK_BYTES = 32 << 20
+"""Largest notebook file the grader reads (``--max-notebook``): the course's notebooks, with their
+figures, are a few MiB; a larger file is refused before it is parsed."""
+
+
+class NotebookTooLarge(ValueError):
+    """A notebook file over the size limit; its message says the size, the limit and what to do."""
+
 
 HEADING = re.compile(r"^#{1,6}\s*Task\s+(\d+\.\d+)\s*:\s*(.*?)\s*\((\d+(?:\.\d+)?) points?\)\s*$")
 """``## Task 1.4: MACs (40 points)`` -> id, title, points."""
 
 
-MAX_NOTEBOOK_BYTES = 256 << 20
-"""Largest notebook file read."""
 MAX_NOTEBOOK_DEPTH = 64
 """Deepest JSON nesting read in a notebook (a notebook nests about 6 levels, widget state a few more)."""
 _CELL_TYPES = ("code", "markdown", "raw")
@@ -43,8 +52,10 @@ def _shape_problem(nb: object) -> str | None:
     return None
 
 
-def read(path: Path) -> nbformat.NotebookNode:
+def read(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbformat.NotebookNode:
     """Read a notebook, with a clear error for a file that is not one.
+
+    A file over ``max_bytes`` raises :class:`NotebookTooLarge` before any of it is read.
 
     Never through a link and never from a FIFO or device (``ValueError``); a file that is not JSON
     is named with the line and column of the error; JSON nested deeper than
@@ -54,10 +65,16 @@ def read(path: Path) -> nbformat.NotebookNode:
 
     name = path.name
     try:
-        data = read_bounded(path, MAX_NOTEBOOK_BYTES)
+        data = read_bounded(path, max_bytes)
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such notebook") from None
     except Refused as exc:
+        size = os.lstat(path).st_size if os.path.isfile(path) and not os.path.islink(path) else 0
+        if size > max_bytes:
+            raise NotebookTooLarge(
+                f"{name} is {format_size(size)}, over the {format_size(max_bytes)} a notebook may be: "
+                "clear its outputs (Kernel > Restart Kernel and Clear Outputs of All Cells), save, and submit "
+                "it again; keep data out of the notebook") from None
         raise ValueError(f"{name} is not a readable Jupyter notebook: {exc}") from None
     try:
         parsed = loads(data, MAX_NOTEBOOK_DEPTH)  # bounded depth; JSON errors with their line and column

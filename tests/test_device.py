@@ -71,13 +71,18 @@ def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
 
 @pytest.mark.notebook
 @pytest.mark.parametrize("lab_name", list(LABS))
-def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_path, monkeypatch):
+def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_path, monkeypatch, request):
     """The graded kernel believes a GPU exists (sitecustomize patches torch): same full marks."""
-    site = tmp_path / "site"
-    site.mkdir()
+    import shutil
+    import tempfile
+
+    # a folder anyone may read: a root grader runs the kernel as an unprivileged user
+    site = Path(tempfile.mkdtemp(prefix="site-"))
+    site.chmod(0o755)
     (site / "sitecustomize.py").write_text(
         "import torch\ntorch.cuda.is_available = lambda: True  # simulated GPU (tests/test_device.py)\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
+    request.addfinalizer(lambda: shutil.rmtree(site, ignore_errors=True))
     lab = get_lab(lab_name)
     # sandbox off: the sandbox hides /tmp, where the patch lives (the device question is not the sandbox's)
     result = grade_submission(REPO / "solutions" / lab.notebook, lab, tmp_path / "out", sandbox=False)

@@ -50,3 +50,43 @@ def test_a_kernel_that_dies_is_a_crash_not_a_hang(tmp_path):
 def test_a_kernel_killed_like_the_oom_killer_is_reported_as_memory(tmp_path):
     execution, _ = _run(tmp_path, [new_code_cell("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")])
     assert execution.status == "memory" and "out of memory" in execution.message
+
+
+def test_the_notebook_deadline_is_absolute_however_the_time_is_spread(tmp_path):
+    """Issue 12 item 5: 40 cells of 0.95 s under a 6 s limit stop at the limit (no cell after the
+    deadline gets a second of its own), and so do thousands of trivial cells."""
+    import time
+
+    for cells in ([new_code_cell("import time; time.sleep(0.95)") for _ in range(40)],
+                  [new_code_cell("pass") for _ in range(20_000)]):
+        start = time.monotonic()
+        execution, _ = _run(tmp_path, cells, cell_timeout=60, notebook_timeout=6)
+        spent = time.monotonic() - start
+        assert execution.status == "timeout" and "6 s per notebook" in execution.message, execution.message
+        assert spent < 6 + 15, f"the grader spent {spent:.0f} s on a 6 s notebook"  # kernel start and shutdown
+
+
+def test_at_the_deadline_the_kernel_dies_whatever_the_cell_does(tmp_path):
+    """A cell blocked in C (no Python signal handler runs) and ignoring SIGINT is killed at the deadline."""
+    import time
+
+    code = ("import signal, time, ctypes\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "ctypes.CDLL(None).sleep(120)")
+    start = time.monotonic()
+    execution, _ = _run(tmp_path, [new_code_cell(EXPORT), new_code_cell(code)], cell_timeout=120, notebook_timeout=5)
+    assert execution.status == "timeout" and "time limit (5 s per notebook)" in execution.message, execution.message
+    assert time.monotonic() - start < 5 + 15
+    assert read_answers(tmp_path / "answers") == {"9.1": 41}
+
+
+def test_a_plain_scratch_folder_still_counts_deleted_files_held_open(tmp_path):
+    """Where the scratch folder is no filesystem of its own (not root, no loop devices), the watchdog
+    adds the files the kernel deleted but keeps open to its walk of the folder."""
+    from grader.execute.limits import Limits
+
+    code = ("import os, time\nheld = []\nfor i in range(4):\n    f = open(f'h{i}', 'wb')\n    os.unlink(f'h{i}')\n"
+            "    f.write(b'x' * (30 << 20))\n    f.flush()\n    held.append(f)\ntime.sleep(30)")
+    execution, _ = _run(tmp_path, [new_code_cell(EXPORT), new_code_cell(code)],
+                        limits=Limits(disk=64 << 20, fsize=40 << 20))
+    assert execution.status == "crash" and "kept more than 64 MiB of files" in execution.message, execution.message
+    assert read_answers(tmp_path / "answers") == {"9.1": 41}

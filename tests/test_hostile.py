@@ -163,7 +163,7 @@ def test_nothing_a_submission_started_keeps_running(graded):
     ("os_exit", "crash", "exit code 3"),
     ("segfault", "crash", "segmentation fault"),
     ("fork_bomb", "crash", "more than 32 processes"),
-    ("disk_filler", "crash", "wrote more than 128 MiB of files"),
+    ("disk_filler", "crash", "kept more than 128 MiB of files"),
 ])
 def test_a_run_that_stops_keeps_earlier_credit_and_says_why(graded, name, status, words):
     found = checks(graded, name)

@@ -104,11 +104,14 @@ class Task:
     cases: tuple[Case, ...] = ()
     """Cases the grader runs ``function`` on, after the notebook has run."""
     grader_check: str | None = None
-    """``"module:function"`` of a check the *grader* runs in its own process on each case's saved file.
+    """``"module:function"`` of a check the *grader* runs on each case's saved file, never the kernel.
 
     For answers JSON cannot hold (an ONNX model): ``run_case`` saves the file with
     ``util.artifacts.save_model`` and the check, ``check(spec, data, tolerance) -> [problems]``,
-    judges its bytes; a case passes only when the list is empty (see ``grader/judge/artifacts.py``)."""
+    judges its bytes; a case passes only when the list is empty. It runs in a judge process
+    confined like a kernel (sandbox, unprivileged user, the submission's memory and process
+    limits, a deadline per case: ``Limits.judge_timeout``; ``grader/judge/isolated.py``), which may start
+    processes of its own; a check that raises, crashes or overruns fails only its case."""
     checks: tuple[Check, ...] = ()
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
 
@@ -142,9 +145,10 @@ class Lab:
     cell_timeout: int = 300
     """Seconds one cell may run when graded."""
     notebook_timeout: int = 900
-    """Seconds the whole notebook, hidden cases included, may run when graded."""
+    """Seconds the notebook's own cells may run when graded, counted from the kernel's start: an
+    absolute deadline (the kernel is killed at it)."""
     hidden_timeout: int = 300
-    """Seconds the hidden cases together may run after the notebook."""
+    """Seconds the hidden cases together may run after the notebook (a deadline of their own)."""
     modules: tuple[str, ...] = field(default=())
     """Shared source files or folders (relative to the repo root) whose change makes the references
     stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""

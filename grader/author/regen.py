@@ -17,7 +17,6 @@ from typing import Any
 
 from grader import REPO, notebook
 from grader.execute.scratch import Run, run_notebook
-from grader.judge import artifacts
 from grader.judge.compare import compare
 from grader.judge.references import load, path_for
 from util import labs
@@ -68,7 +67,7 @@ def _collect(lab: Lab, run: Run) -> dict[str, Any]:
     if run.execution.status != "completed":
         problems.append(run.execution.message)
     problems += [f"task {t.id}: the solution exported no answer" for t in lab.tasks if t.id not in run.answers]
-    for task_id, found in artifacts.verdicts(lab, run.cases, run.files).items():  # grader-side checks too
+    for task_id, found in run.verdicts.items():  # grader-side checks too
         problems += [f"task {task_id} case {case_id}: {'; '.join(p)}" for case_id, p in found.items() if p]
     cases: dict[str, dict[str, Any]] = {}
     for task in lab.tasks:

@@ -1,35 +1,47 @@
-"""Executing a notebook headless with nbclient, cell by cell, sandboxed and under limits.
+"""Executing a notebook headless with nbclient, cell by cell, confined and under limits.
 
 Cells run even after an earlier cell raised (a stub's ``NotImplementedError`` must not cost the
 other tasks their points). Execution stops at a timeout, when the kernel dies, or when the
-watchdog stops a submission over its memory or process limit; what was exported before still
-counts. Only exported JSON is graded: stdout, stderr and warnings never are, and cell output is
-kept only up to a bound (a notebook printing hundreds of megabytes costs the grader nothing).
+watchdog stops a submission over its memory, process or disk limit; what was exported before
+still counts. Only exported JSON is graded: stdout, stderr and warnings never are, and output of
+every kind is kept only up to a bound (:mod:`grader.execute.output`).
 
-The kernel runs in the bubblewrap sandbox when it is usable (:mod:`grader.execute.sandbox`), with rlimits
-(:mod:`grader.execute.limits`) and a watchdog on its process tree (:mod:`grader.execute.watchdog`). It talks to the
-grader over Unix sockets in ``<workdir>/.kernel/``.
+The notebook's deadline is absolute: the watchdog kills the kernel at ``notebook_timeout`` seconds
+after its start, whatever its cells do, and no cell starts after it; the grader's hidden cases then
+get ``extra_timeout`` seconds of their own, just as absolute. The grader's own time per submission
+is therefore at most the two plus the kernel's start and shutdown.
+
+The kernel is started through :func:`grader.execute.launch.command_prefix`: in its own cgroup where there
+is one (:mod:`grader.execute.cgroups`), as an unprivileged user, under rlimits, in the bubblewrap sandbox
+when it is usable (:mod:`grader.execute.sandbox`), with a watchdog on it (:mod:`grader.execute.watchdog`). It
+talks to the grader over Unix sockets in ``<workdir>/.kernel/``.
 """
 from __future__ import annotations
 
+import math
+import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import nbformat
+import zmq
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from traitlets import default
 
+from grader.execute import cgroups, disk, launch, relay
 from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits, rlimit_prefix
-from grader.execute.output import BoundedClient, bounded_context, install_kernel_cap
+from grader.execute.limits import Limits, tasks as task_limit
+from grader.execute.output import BoundedClient, SafeSession, bounded_context, install_kernel_cap
 from grader.execute.watchdog import Breach, Watchdog
 from grader.notebook import cell_tasks
-
 
 @dataclass(frozen=True)
 class CellError:
@@ -70,25 +82,66 @@ class Execution:
     """Largest memory of the kernel's process tree the watchdog saw, in bytes."""
     output_dropped: int = 0
     """Bytes of cell output dropped over the output limits."""
+    messages_dropped: int = 0
+    """Kernel messages dropped unread: too large, unsigned, or without the fields the grader reads."""
 
 
 SLACK = 64 << 10
 """Bytes the grader accepts per cell beyond the kernel's own cap (its note, the export's print)."""
 
 
+RELAY_MEMORY = 256 << 20
+"""``RLIMIT_DATA`` of the relay process (:mod:`grader.execute.relay`): its baseline plus a few bounded messages."""
+
+
 class _PrefixedKernelManager(AsyncKernelManager):
-    """A kernel manager that starts the kernel through a command prefix (sandbox, rlimits) and
-    talks to it through sockets that refuse oversized messages (:func:`grader.execute.output.bounded_context`)."""
+    """A kernel manager that starts the kernel through a command prefix (cgroup, user, rlimits,
+    sandbox) and talks to it through sockets that refuse oversized message parts
+    (:func:`grader.execute.output.bounded_context`) and a session that drops malformed messages
+    (:class:`grader.execute.output.SafeSession`)."""
 
     command_prefix: list[str] = []
-    max_message: int = 64 << 20
+    max_frame: int = 64 << 20
+    owner: tuple[int, int] | None = None
+    relay_dir: Path | None = None
+    """Where the relay (:mod:`grader.execute.relay`) offers the kernel's sockets; ``None``: connect directly."""
+    relay_memory: int = RELAY_MEMORY
+    relay: subprocess.Popen | None = None
+
+    @default("session")
+    def _session_default(self) -> SafeSession:
+        return SafeSession(parent=self)
 
     def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+        if self.owner is not None and self.connection_file:  # written by now; the kernel must read it
+            os.chown(self.connection_file, *self.owner)
         return list(self.command_prefix) + super().format_kernel_cmd(extra_arguments)
 
+    def _connect_control_socket(self) -> None:
+        """The manager's own control socket (shutdown and interrupt requests) never connects to the
+        kernel directly: only through the relay, once it runs (the grader shuts kernels down with a
+        signal, so it is rarely needed at all)."""
+        if self.relay_dir is None:
+            return super()._connect_control_socket()
+        if self._control_socket is None and self.relay is not None:
+            context = zmq.Context.instance()
+            socket = context.socket(zmq.DEALER)
+            socket.setsockopt(zmq.MAXMSGSIZE, self.max_frame)
+            socket.setsockopt(zmq.RCVHWM, 1)
+            socket.linger = 100
+            socket.connect(f"ipc://{self.relay_dir / 'relay'}-{self.control_port}")
+            self._control_socket = socket
+        return None
+
     def client(self, **kwargs: Any):  # noqa: ANN201 (jupyter_client's signature)
-        kc = super().client(context=bounded_context(self.max_message), **kwargs)
+        kc = super().client(context=bounded_context(self.max_frame), **kwargs)
         kc._created_context = True  # so kc.stop_channels() closes it, after its threads have stopped
+        if self.relay_dir is not None:
+            prefix = str(self.relay_dir / "relay")
+            if self.relay is None:
+                self.relay = relay.start(self.get_connection_info(), prefix, max_frame=self.max_frame,
+                                         max_message=self.session.max_message, memory=self.relay_memory)
+            kc.ip = prefix  # the client's channels connect to the relay, never to the kernel
         return kc
 
 
@@ -104,12 +157,15 @@ def _kernel_returncode(client: NotebookClient) -> int | None:
         return None
 
 
+AFTER = "; later cells did not run. Answers exported before it still count."
+
+
 def _death(code: int | None, breach: Breach | None, where: str) -> tuple[str, str]:
     """Status and message for a kernel that died in cell ``where``."""
-    after = "; later cells did not run. Answers exported before it still count."
+    after = AFTER
     if breach is not None:
-        return ("memory" if breach.kind == "memory" else "crash"), f"the notebook {breach.message}: it was " \
-               f"stopped in {where}" + after
+        status = {"memory": "memory", "timeout": "timeout"}.get(breach.kind, "crash")  # procs, disk, output
+        return status, f"the notebook {breach.message}: it was stopped in {where}" + after
     number = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
     if number == signal.SIGKILL:
         return "memory", f"the kernel was killed in {where}, most likely because it ran out of memory" + after
@@ -120,37 +176,56 @@ def _death(code: int | None, breach: Breach | None, where: str) -> tuple[str, st
     return "crash", f"the kernel died in {where}{detail}" + after
 
 
-def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *, cell_timeout: int,
+def _folders(workdir: Path, owner: tuple[int, int] | None) -> disk.Scratch:
+    """The scratch folder as :class:`grader.execute.disk.Scratch` with the folders the kernel needs, given to ``owner``."""
+    scratch = workdir if isinstance(workdir, disk.Scratch) else disk.Scratch(Path(workdir), None, owner)
+    scratch.owner = owner
+    scratch.give(scratch.path)
+    for name in (disk.KERNEL, disk.HOME, disk.TMP, disk.SHM):
+        scratch.folder(name)
+    return scratch
+
+
+def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mapping[str, str], *, cell_timeout: int,
             notebook_timeout: int, extra_cells: tuple[str, ...] = (), extra_timeout: int = 300,
             limits: Limits | None = None, sandbox: bool | None = None) -> Execution:
     """Run ``nb`` in place in a fresh kernel whose working directory is ``workdir``.
 
     ``extra_cells`` are appended and run in the same kernel after the notebook (the grader's hidden
-    cases), each under ``extra_timeout`` seconds; their errors are tagged with task ``hidden``.
-    ``limits`` bounds memory, processes, file size and output (time comes from the two timeouts);
-    ``sandbox`` forces the bubblewrap sandbox on or off (default: on when usable here). Only
-    ``workdir`` is writable in the sandbox, so ``env``'s answer folder must lie inside it.
+    cases), with ``extra_timeout`` seconds for all of them; their errors are tagged with task
+    ``hidden``. ``limits`` bounds memory, processes, disk, file size and output (time comes from the
+    two timeouts); ``sandbox`` forces the bubblewrap sandbox on or off (default: on when usable
+    here). Only ``workdir`` (a folder, or a :class:`grader.execute.disk.Scratch`) is writable in the
+    sandbox, so ``env``'s answer folder must lie inside it. ``env`` is the kernel's whole
+    environment (see :func:`grader.execute.scratch.kernel_env`).
     """
     limits = limits or Limits()
     sandboxed = sandboxing.available() if sandbox is None else sandbox
+    owner = launch.student_ids(sandboxed)
+    scratch = _folders(workdir, owner)
     count = len(nb.cells)
     for source in extra_cells:
         nb.cells.append(nbformat.v4.new_code_cell(source))
     tasks = cell_tasks(nb)[:count] + ["hidden"] * len(extra_cells)
 
-    kernel_dir = workdir / ".kernel"
-    kernel_dir.mkdir(parents=True, exist_ok=True)
+    kernel_dir = scratch.path / disk.KERNEL
+    group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
     km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
                                 connection_file=str(kernel_dir / "kernel.json"))
-    km.command_prefix = ((sandboxing.bwrap_prefix(workdir, tmp_size=limits.fsize) if sandboxed else [])
-                         + rlimit_prefix(limits, sandboxed=sandboxed))
-    km.max_message = limits.notebook_output
+    km.command_prefix = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,
+                                              cgroup=group.procs_file if group else None)
+    km.owner = owner
+    km.max_frame = limits.output + SLACK
+    km.session.max_message = 4 * (limits.output + SLACK)
+    km.relay_dir = Path(tempfile.mkdtemp(prefix="grade-relay-"))  # the grader's alone: the kernel cannot see it
     client = BoundedClient(nb, km=km, cell_limit=limits.output + SLACK, total_limit=limits.notebook_output,
-                            timeout=cell_timeout, allow_errors=True, kernel_name="python3",
-                            resources={"metadata": {"path": str(workdir)}}, record_timing=False,
-                            shutdown_kernel="immediate")
-    kernel_env = {**env, "HOME": str(workdir / ".home")}  # caches (matplotlib, IPython) stay in scratch
-    install_kernel_cap(workdir / ".home", limits.output)
+                           timeout=cell_timeout, allow_errors=True, kernel_name="python3",
+                           resources={"metadata": {"path": str(scratch.path)}}, record_timing=False,
+                           shutdown_kernel="immediate", startup_timeout=max(5, min(60, notebook_timeout)))
+    kernel_env = {**env, "HOME": str(scratch.path / disk.HOME),  # caches (matplotlib, IPython) stay in scratch
+                  "TMPDIR": "/tmp" if sandboxed else str(scratch.path / disk.TMP)}
+    install_kernel_cap(scratch.path / disk.HOME, limits.output)
+    scratch.give(scratch.path / disk.HOME)
     start = time.monotonic()
     deadline = start + notebook_timeout
     errors: list[CellError] = []
@@ -161,36 +236,76 @@ def execute(nb: nbformat.NotebookNode, workdir: Path, env: Mapping[str, str], *,
         # cleanup_kc: shut the kernel down and close the client's sockets even though we made the km
         with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL, cleanup_kc=True):
             watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs,
-                                folder=workdir, disk=limits.disk)
+                                scratch=scratch, disk=limits.disk, cgroup=group, deadline=deadline,
+                                relay=km.relay, relay_limit=km.session.max_message)
+            watchdog.deadline_message = f"was still running at its time limit ({notebook_timeout} s per notebook)"
             for index, cell in enumerate(nb.cells):
                 if cell.cell_type != "code":
                     continue
                 where = f"cell {index} ({tasks[index] or 'set-up'})"
-                # the grader's own cells have their own budget; the notebook's share the notebook's
-                limit = extra_timeout if index >= count else min(cell_timeout, deadline - time.monotonic())
-                client.timeout = max(1, int(limit))
+                if index == count:  # the grader's own cells: a budget (and a deadline) of their own
+                    deadline = time.monotonic() + extra_timeout
+                    watchdog.deadline = deadline
+                    watchdog.deadline_message = (f"was still running the hidden cases at their time limit "
+                                                 f"({extra_timeout} s)")
+                left = deadline - time.monotonic()
+                if left <= 0 or watchdog.breach is not None:
+                    status, message, stopped = _stopped(watchdog.breach, notebook_timeout, extra_timeout,
+                                                        where, tasks[index], index >= count)
+                    break
+                limit = min(extra_timeout if index >= count else cell_timeout, left)
+                client.timeout = max(1, math.ceil(limit))
                 try:
                     client.execute_cell(cell, index)
                 except CellTimeoutError:
                     status, stopped = "timeout", tasks[index]
                     message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
                                f"{cell_timeout} s per cell, {notebook_timeout} s per notebook, {extra_timeout} s "
-                               "for the hidden cases); later cells did not run. Answers exported before it "
-                               "still count.")
+                               "for the hidden cases)" + AFTER)
                     break
                 except DeadKernelError:
-                    status, message = _death(_kernel_returncode(client), watchdog.breach, where)
+                    code = _kernel_returncode(client)
+                    watchdog.settle()  # killed by the system (a cgroup's OOM kill) between two polls: say why
+                    status, message = _death(code, watchdog.breach, where)
                     stopped = tasks[index]
                     break
-                for output in cell.get("outputs", []):
-                    if output.get("output_type") == "error":
-                        errors.append(CellError(index, tasks[index], output.get("ename", "Error"),
-                                                output.get("evalue", "")))
+                raised = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+                if raised and watchdog.breach is None:  # "no space left" raised before the next poll: over the limit?
+                    watchdog.settle()
+                    if watchdog.breach is not None:
+                        watchdog.kill_all()
+                if watchdog.breach is None:  # (an error the limit caused is the limit's, not the cell's)
+                    errors += [CellError(index, tasks[index], o.get("ename", "Error"), o.get("evalue", ""))
+                               for o in raised]
+                if watchdog.breach is not None:  # killed as the cell ended
+                    status, message = _death(None, watchdog.breach, where)
+                    stopped = tasks[index]
+                    break
     except (RuntimeError, TimeoutError, OSError) as exc:  # the kernel never started
         status, stopped = "crash", None
         message = f"the grader could not start a kernel for this notebook ({type(exc).__name__}: {exc})"
     finally:
         if watchdog is not None:
             watchdog.stop()
+        if km.relay is not None:
+            km.relay.kill()
+            km.relay.wait()
+        shutil.rmtree(km.relay_dir, ignore_errors=True)
+        peak = max(watchdog.peak_memory if watchdog else 0, group.memory_peak() if group else 0)
+        if group is not None:
+            try:
+                group.remove()
+            except OSError:
+                pass
     return Execution(status, time.monotonic() - start, tuple(errors), message, stopped, sandboxed,
-                     watchdog.peak_memory if watchdog else 0, client.dropped)
+                     peak, client.dropped, km.session.dropped)
+
+
+def _stopped(breach: Breach | None, notebook_timeout: int, extra_timeout: int, where: str,
+             task: str | None, hidden: bool) -> tuple[str, str, str | None]:
+    """Status, message and task for a run stopped before ``where`` started (deadline or breach)."""
+    if breach is not None and breach.kind != "timeout":
+        status, message = _death(None, breach, where)
+        return status, message, task
+    limit = f"{extra_timeout} s for the hidden cases" if hidden else f"{notebook_timeout} s per notebook"
+    return "timeout", f"the notebook reached its time limit ({limit}) before {where}" + AFTER, task

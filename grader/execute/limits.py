@@ -21,7 +21,6 @@ The limits are enforced in three layers, so that each works where the others can
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -66,6 +65,10 @@ class Limits:
     """Bytes of cell output kept per cell; more is dropped with a note (the run continues)."""
     notebook_output: int = 16 << 20
     """Bytes of output kept for the whole notebook."""
+    notebook_size: int = 32 << 20
+    """Largest notebook file graded (``--max-notebook``); a larger one is refused before it is read."""
+    judge_timeout: int = 120
+    """Seconds the grader's own check of one saved file may take (in its judge process)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,26 +79,29 @@ class Limits:
                           for label, value in (("timeout", self.notebook_timeout), ("cell", self.cell_timeout)))
         return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
                 f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
-                f"output {format_size(self.output)} per cell")
+                f"output {format_size(self.output)} per cell, notebooks up to {format_size(self.notebook_size)}")
 
 
 TASKS_PER_PROCESS = 8
 """Threads allowed per process in ``RLIMIT_NPROC`` (a kernel runs several; onnxruntime one per core)."""
-
-_SET_LIMITS = """\
-import os, resource, sys
-for name, value in {limits!r}:
-    kind = getattr(resource, name)
-    hard = resource.getrlimit(kind)[1]
-    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(kind, (value, value))
-os.execvp(sys.argv[1], sys.argv[1:])
-"""
+OPEN_FILES = 4096
+"""``RLIMIT_NOFILE``: open files per process (pipe and socket buffers are bounded through it)."""
 
 
-def rlimit_prefix(limits: Limits, python: str = sys.executable, *, sandboxed: bool = True) -> list[str]:
-    """A command prefix that sets the kernel's rlimits and then ``exec``\\ s the real command."""
-    values = [("RLIMIT_DATA", limits.memory), ("RLIMIT_FSIZE", limits.fsize), ("RLIMIT_CORE", 0)]
-    if sandboxed:
-        values.append(("RLIMIT_NPROC", max(limits.procs * TASKS_PER_PROCESS, 256)))
-    return [python, "-c", _SET_LIMITS.format(limits=tuple(values))]
+def tasks(limits: Limits) -> int:
+    """Tasks (processes and threads) a submission may run at once: ``RLIMIT_NPROC`` and ``pids.max``."""
+    return max(limits.procs * TASKS_PER_PROCESS, 256)
+
+
+def rlimits(limits: Limits, *, per_user: bool) -> list[tuple[str, int]]:
+    """The rlimits student code runs under, as (``resource`` name, value) pairs.
+
+    ``per_user``: the submission runs as a user of its own (its own uid, or a user namespace of its
+    own), so that ``RLIMIT_NPROC``, which Linux counts per user, counts only its tasks (see
+    :mod:`grader.execute.launch`); it is left out otherwise.
+    """
+    values = [("RLIMIT_DATA", limits.memory), ("RLIMIT_FSIZE", limits.fsize), ("RLIMIT_CORE", 0),
+              ("RLIMIT_NOFILE", OPEN_FILES)]
+    if per_user:
+        values.append(("RLIMIT_NPROC", tasks(limits)))
+    return values

@@ -1,22 +1,32 @@
-"""The sandbox a graded kernel runs in: Debian's bubblewrap (``bwrap``), when it works here.
+"""The sandbox student code runs in: Debian's bubblewrap (``bwrap``), as an unprivileged user.
 
 Inside the sandbox the student's code (the kernel and everything it starts, a compiler included):
 
+* runs with no privilege, whoever runs the grader: as an unprivileged user (:func:`run_as`: a uid
+  and gid of its own that no account has, when the grader is root; the grader's own user, mapped
+  to 65534 in a user namespace of its own, when it is not), with every capability dropped
+  (bounding set included) and ``no_new_privs`` set, so setuid programs and file capabilities grant
+  nothing.
+  Nothing can be remounted: the mounts belong to a namespace the student's user holds no
+  capability in. A non-root grader's sandbox also forbids creating further user namespaces;
 * sees a read-only system (``/usr``, ``/etc``), the Python installation, and of this repository
   only ``util/`` (what notebooks import; each lab's grader-only files, its judges and mistakes,
-  read as empty) and the export caches ``build/onnx``, ``build/torchscript``: ``grader/`` with its
-  references, ``solutions/``, the other submissions and the gradebook are simply not there;
-* can write only in its scratch folder (the notebook's working directory) and a private ``/tmp``
-  of bounded size that is thrown away;
-* has no network (its own empty network namespace: even the grader's loopback is unreachable) and
-  its own process namespace: when the kernel ends, every process it started ends with it.
+  which hold or quote solutions, read as empty), the export caches (``build/onnx``, ``build/torchscript``) and any extra lab
+  folders the registry names (``$COURSE_LAB_DIRS``): ``grader/`` with its references,
+  ``solutions/``, the other submissions and the gradebook are simply not there;
+* can write only in its scratch folder (the notebook's working directory). Its ``/tmp`` and
+  ``/dev/shm`` are folders inside the scratch folder, so they count against the disk limit and
+  cannot hold memory outside the memory limit; the rest of ``/dev`` is read-only;
+* has no network (its own empty network namespace: even the grader's loopback is unreachable), its
+  own process and IPC namespaces: when the kernel ends, every process it started ends with it.
 
 The kernel talks to the grader over Unix sockets in the scratch folder (jupyter's ``ipc``
 transport), since TCP cannot cross the network namespace.
 
 Without a working ``bwrap`` (not installed, or a container that forbids namespaces) notebooks still
-run, with a warning: the time, memory, process and file-size limits hold, but the network, the file
-system and stray background processes are not contained.
+run, with a warning: a root grader still runs them as the unprivileged user (when that user can
+run Python) and the time, memory, process and disk limits hold, but the network, the file system
+and stray background processes are not contained.
 """
 from __future__ import annotations
 
@@ -25,6 +35,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -32,31 +43,102 @@ from grader import REPO
 from util import export_cache, labs
 
 SANDBOX_ENV = "COURSE_SANDBOX"
-"""Set to ``off`` to run kernels without the sandbox (e.g. on macOS); ``--no-sandbox`` does the same."""
+"""Set to ``off`` to run kernels without the sandbox (e.g. on macOS; ``--no-sandbox`` does the same),
+or to ``userns`` to build it in a user namespace even for a root grader (see :func:`userns`)."""
+_root_userns = False
+UID_ENV, GID_ENV = "COURSE_SANDBOX_UID", "COURSE_SANDBOX_GID"
+"""Set both to run a root grader's student code as this user and group instead of :func:`run_as`'s."""
+NOBODY = 65534
+UID_BASE = 2_000_000_000
+"""A root grader runs student code as uid = gid = ``UID_BASE + <grader pid>``: a user no account has,
+and a different one for each grader process, so that parallel submissions share no per-user count
+(``RLIMIT_NPROC``, pipe buffers, keyrings) and, without the sandbox, cannot signal each other."""
 UNSANDBOXED_WARNING = (
     "bubblewrap (bwrap) is not usable here{reason}: submissions run WITHOUT a sandbox. Time, memory, "
-    "process and file-size limits still apply, but student code can use the network, read any file "
-    "the grader can (the references, other submissions) and write outside its scratch folder. "
+    "process and disk limits still apply{user}, but student code can use the network, read any file "
+    "its user can (the references, other submissions) and write outside its scratch folder. "
     "Install it (Debian/Ubuntu: apt-get install bubblewrap) to grade untrusted notebooks.")
+
+
+def run_as() -> tuple[int, int] | None:
+    """(uid, gid) a root grader runs student code as (see :data:`UID_BASE`); ``None`` when the grader
+    is not root (student code then runs as the grader's own user, in the sandbox's user namespace)."""
+    if os.geteuid() != 0:
+        return None
+    own = UID_BASE + os.getpid()
+    uid, gid = int(os.environ.get(UID_ENV, own)), int(os.environ.get(GID_ENV, own))
+    if uid == 0 or gid == 0:
+        raise ValueError(f"${UID_ENV} and ${GID_ENV} must name an unprivileged user and group, not root")
+    return uid, gid
+
+
+def _probe_command(scratch: Path, sandboxed: bool) -> list[str]:
+    from grader.execute.launch import command_prefix  # launch builds on this module
+
+    check = "import util.answers, os; assert os.geteuid() != 0 or os.environ.get('COURSE_PROBE_ROOT')"
+    return command_prefix(scratch, sandboxed=sandboxed, drop=True) + [sys.executable, "-c", check]
+
+
+def _probe(sandboxed: bool) -> str | None:
+    """Run Python, importing ``util``, exactly as a kernel will be run; ``None`` if it works."""
+    scratch = Path(tempfile.mkdtemp(prefix="grade-probe-"))
+    try:
+        for name in (".tmp", ".shm", ".home"):
+            (scratch / name).mkdir()
+        ids = run_as()
+        if ids:
+            for path in [scratch, *scratch.iterdir()]:
+                os.chown(path, *ids)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)}
+        probe = subprocess.run(_probe_command(scratch, sandboxed), capture_output=True, text=True, timeout=60,
+                               cwd=scratch, env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        return f" ({exc})"
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
+        return f" ({last[:300]})"
+    return None
+
+
+def userns() -> bool:
+    """Whether the sandbox is built in a user namespace, by bwrap run as the unprivileged user.
+
+    Always for a non-root grader. A root grader runs bwrap as root (no user namespace; the launcher
+    inside drops to :func:`run_as`'s user), unless that cannot work here (a container without
+    ``CAP_SYS_ADMIN``) or ``$COURSE_SANDBOX=userns``: then it drops first and bwrap builds the
+    sandbox in a user namespace, where the student's user holds no capability either.
+    """
+    return run_as() is None or _root_userns or os.environ.get(SANDBOX_ENV, "").lower() == "userns"
 
 
 @functools.lru_cache(maxsize=None)
 def unavailable_reason() -> str | None:
     """``None`` when bwrap can build the sandbox here, else why not (probed once per process)."""
+    global _root_userns
     if os.environ.get(SANDBOX_ENV, "").lower() in ("off", "0", "no", "false"):
         return f" ({SANDBOX_ENV}=off)"
-    exe = shutil.which("bwrap")
-    if exe is None:
+    if shutil.which("bwrap") is None:
         return " (not installed)"
-    try:
-        probe = subprocess.run([exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                                "--unshare-all", "--die-with-parent", "true"],
-                               capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f" ({exc})"
-    if probe.returncode != 0:
-        return f" ({probe.stderr.strip() or f'exit code {probe.returncode}'})"
-    return None
+    reason = _probe(sandboxed=True)
+    if reason is None or userns():
+        return reason
+    _root_userns = True  # bwrap as root failed: try it as the unprivileged user, in a user namespace
+    second = _probe(sandboxed=True)
+    if second is None:
+        return None
+    _root_userns = False
+    return f"{reason}; as an unprivileged user:{second}"
+
+
+@functools.lru_cache(maxsize=None)
+def unprivileged_without_sandbox() -> str | None:
+    """Without the sandbox, a root grader still drops student code to :func:`run_as`'s user when
+    that user can run Python here: ``None`` when it can (or the grader is not root), else why not."""
+    if run_as() is None:
+        return None
+    return _probe(sandboxed=False)
 
 
 def available() -> bool:
@@ -69,12 +151,17 @@ def available() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _warn_once(reason: str) -> None:
-    warnings.warn(UNSANDBOXED_WARNING.format(reason=reason), RuntimeWarning, stacklevel=3)
-    print("grader: warning: " + UNSANDBOXED_WARNING.format(reason=reason), file=sys.stderr)
+    ids, problem = run_as(), unprivileged_without_sandbox()
+    user = ("" if ids is None else f" and it runs as uid {ids[0]}" if problem is None
+            else f", but it runs AS ROOT: uid {ids[0]} cannot run Python here{problem}")
+    text = UNSANDBOXED_WARNING.format(reason=reason, user=user)
+    warnings.warn(text, RuntimeWarning, stacklevel=3)
+    print("grader: warning: " + text, file=sys.stderr)
 
 
-def _readable() -> list[Path]:
-    """What the kernel may read: the system, the Python installation, the course's ``util``."""
+def readable_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
+    """What student code may read: the system, the Python installation, the course's ``util``, the
+    export caches, and ``extra`` (e.g. the registry's extra lab folders)."""
     paths = [Path(p) for p in ("/usr", "/etc", "/opt", "/sys", "/var/lib")]
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
         paths += [Path(prefix), Path(prefix).resolve()]
@@ -82,26 +169,60 @@ def _readable() -> list[Path]:
     paths.append(REPO / "util")
     paths += labs.extra_dirs()  # lab folders added for tests ($COURSE_LAB_DIRS)
     paths += export_cache.shared_dirs()  # exported models (filled by Lab.prepare), read-only
+    paths += [Path(p).resolve() for p in extra]
     return [p for p in dict.fromkeys(paths) if p.exists()]
 
 
-def bwrap_prefix(scratch: Path, *, tmp_size: int) -> list[str]:
-    """The ``bwrap`` command prefix that runs a command sandboxed with ``scratch`` writable."""
-    # JPY_PARENT_PID=1: in its own pid namespace the kernel's parent is bwrap's pid 1, which ipykernel
-    # would take for "my parent died"; --die-with-parent ends the kernel with the grader instead.
-    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-all", "--setenv", "JPY_PARENT_PID", "1",
-            "--dev", "/dev", "--proc", "/proc", "--size", str(tmp_size), "--tmpfs", "/tmp"]
+def _parents(path: Path, made: set[Path]) -> list[str]:
+    """``--dir`` arguments for ``path``'s parents, traversable (0755) whatever they are outside."""
+    args = []
+    for parent in reversed(path.parents):
+        if parent != Path("/") and parent not in made:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool = True,
+               judges: bool = False) -> list[str]:
+    """The ``bwrap`` command prefix (up to ``--``) that runs a command sandboxed in ``scratch``.
+
+    ``scratch`` must hold the folders ``.tmp`` and ``.shm`` (the sandbox's ``/tmp`` and
+    ``/dev/shm``). ``readable`` adds folders shown read-only; ``writable=False`` shows ``scratch``
+    read-only too (its ``.tmp`` stays writable). The labs' grader-only files (``util.labs.GRADER_ONLY``:
+    judges and mistakes) read as empty, except the judges when ``judges`` (for a judge process).
+    """
+    args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+            "--unshare-uts", "--unshare-cgroup-try",
+            # in its own pid namespace the kernel's parent is bwrap's pid 1, which ipykernel would take
+            # for "my parent died"; --die-with-parent ends the kernel with the grader instead
+            "--setenv", "JPY_PARENT_PID", "1"]
+    if userns():  # bwrap runs unprivileged: a user namespace maps its user to an unprivileged one inside
+        args += ["--unshare-user", "--disable-userns", "--uid", str(NOBODY), "--gid", str(NOBODY),
+                 "--cap-drop", "ALL"]
+    # (as root, the launcher inside drops to run_as()'s user, its capabilities and their bounding set)
+    args += ["--dev", "/dev", "--proc", "/proc"]
     for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin"):  # merged-/usr symlinks or real folders
         path = Path("/") / name
         if path.is_symlink():
             args += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             args += ["--ro-bind", str(path), str(path)]
-    for path in _readable():
-        args += ["--ro-bind", str(path), str(path)]
-    for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
-        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     scratch = scratch.resolve()
-    # the sandbox's root is a tmpfs that bwrap builds; read-only, so nothing can fill memory through it
-    args += ["--bind", str(scratch), str(scratch), "--remount-ro", "/", "--chdir", str(scratch), "--"]
+    args += ["--bind", str(scratch / ".tmp"), "/tmp"]  # first: what is shown below may itself lie in /tmp
+    made: set[Path] = set()
+    for path in readable_paths(readable):
+        args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+    for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
+        if judges and path.name != "mistakes.py":
+            continue  # a judge process runs the judges (it never needs the mistakes)
+        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+    for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
+        args += ["--dev-bind", str(path), str(path)]
+    args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]
+    if not writable:
+        args += ["--bind", str(scratch / ".tmp"), str(scratch / ".tmp")]
+    args += ["--bind", str(scratch / ".shm"), "/dev/shm", "--remount-ro", "/dev",
+             # the sandbox's root is a tmpfs bwrap builds; read-only, so nothing can fill memory through it
+             "--remount-ro", "/", "--chdir", str(scratch), "--"]
     return args

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from grader import REPO
+from grader.execute import caches, launch
 from grader.execute import sandbox as sandboxing
 from grader.execute.limits import Limits
 from grader import notebook
@@ -55,32 +55,26 @@ class Submission:
 
 
 def prepare(lab_names: set[str], *, timeout: int = 600) -> None:
-    """Run each lab's ``prepare`` hook (fill the export caches) in a subprocess, outside the sandbox.
+    """Fill and verify the export caches for each lab, outside the sandbox (:mod:`grader.execute.caches`).
 
-    A subprocess keeps torch out of the grader's own memory; a failing hook only costs time (each
-    kernel then exports for itself), so it is reported and grading goes on.
+    Files that do not match what was recorded when they were written are deleted first; then each
+    lab's ``prepare`` hook builds what is missing. A failing hook only costs time (each kernel then
+    exports for itself), so it is reported and grading goes on.
     """
-    import subprocess
     import time
 
+    caches.verify()  # before any hook runs: what the grader did not record is deleted, then rebuilt
     for name in sorted(lab_names):
-        hook = get_lab(name).prepare
-        if not hook:
+        lab = get_lab(name)
+        if not lab.prepare:
             continue
-        module, function = hook.split(":")
-        code = f"import importlib, util.labs; importlib.import_module({module!r}).{function}()"
         print(f"grader: preparing {name}: exporting the models its notebook loads into the shared caches "
               "(a minute or two the first time, seconds once cached)...", file=sys.stderr, flush=True)
         start = time.monotonic()
-        try:
-            done = subprocess.run([sys.executable, "-c", code], cwd=str(REPO), capture_output=True,
-                                  text=True, timeout=timeout)
-            failure = done.stderr.strip().splitlines()[-1:] if done.returncode else None
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            failure = [str(exc)]
+        failure = caches.prepare(lab, timeout=timeout)
         if failure is not None:
-            print(f"grader: warning: preparing {name} ({hook}) failed, kernels will export models themselves: "
-                  + " ".join(failure), file=sys.stderr)
+            print(f"grader: warning: preparing {name} ({lab.prepare}) failed, kernels will export models themselves: "
+                  + failure, file=sys.stderr)
         else:
             print(f"grader: prepared {name} in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
 
@@ -246,6 +240,8 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     sandbox = sandboxing.available() if sandbox is None else sandbox
     print(f"grader: limits: {limits.describe()}; sandbox: {'bubblewrap' if sandbox else 'NONE'}", file=sys.stderr)
     print(f"grader: class settings ({out / 'class.json'}): {class_settings.describe()}", file=sys.stderr)
+    print("grader: enforced by: " + "; ".join(f"{what}: {how}" for what, how in launch.enforcement(sandbox).items()),
+          file=sys.stderr)
 
     for item in unknown:  # not read at all; the key hashes no link and reads no FIFO
         result = _not_graded(item.path, item.reason, item.lab)

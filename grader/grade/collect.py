@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Iterable

@@ -60,7 +60,12 @@ def _hash_files(paths: list[Path], root: Path = REPO) -> str:
     for path in paths:
         digest.update(os.fsencode(path.relative_to(root) if path.is_relative_to(root) else path) + b"\0")  # any name
         try:
-            digest.update(path.read_bytes() if path.is_file() and not path.is_symlink() else b"<missing>")
+            if path.is_file() and not path.is_symlink():
+                with open(path, "rb") as handle:  # streamed: a huge notebook is never held in memory
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+            else:
+                digest.update(b"<missing>")
         except OSError as exc:
             digest.update(f"<unreadable: {exc.__class__.__name__}>".encode())
         digest.update(b"\0")

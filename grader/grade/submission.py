@@ -8,13 +8,14 @@ student). Grading a whole class (parallel, resumable, gradebook, statistics) is 
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from grader import notebook
 from grader.execute.limits import Limits, format_size
 from grader.execute.scratch import run_notebook
 from grader.grade.collect import find_submissions, output_names, refusal, resolve_lab  # noqa: F401 (their home)
-from grader.judge import artifacts, references
+from grader.judge import references
 from grader.judge.exports import HIDDEN
 from grader.judge.score import score
 from grader.report import feedback
@@ -22,6 +23,10 @@ from grader.report.results import ANSWER, CheckResult, SubmissionResult, TaskRes
 from grader.report.safe_text import file_name, json_value
 from util.answers import write_json
 from util.contract import Lab
+
+
+TOO_LARGE = "too large"
+"""The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
 
 def _unreadable(path: Path, lab: Lab, message: str) -> SubmissionResult:
@@ -95,17 +100,20 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
             raise ValueError(refused)
         if path.is_dir():
             raise IsADirectoryError(path)
-        nb = notebook.read(path)
+        nb = notebook.read(path, (limits or Limits()).notebook_size)
     except (FileNotFoundError, ValueError, OSError) as exc:
         result = _unreadable(path, lab, _why_unreadable(path, exc))
+        if isinstance(exc, notebook.NotebookTooLarge):  # refused before anything ran
+            result = replace(result, execution_status=TOO_LARGE)
         if out_dir:
             write_json(out_dir / "results.json", result.to_gradescope_dict())
             _write_feedback(out_dir, result)
         return result
     run = run_notebook(nb, lab, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, limits=limits,
-                       sandbox=sandbox, source_dir=path.parent)
-    tasks = _refused(score(lab, refs, run.answers, run.cases, run.execution,
-                           artifacts.verdicts(lab, run.cases, run.files), reveal=reveal), run.refused, run.answers)
+                       sandbox=sandbox, source_dir=path.parent,
+                       files_out=out_dir / "files" if out_dir else None)  # the files the grader judged, for disputes
+    tasks = _refused(score(lab, refs, run.answers, run.cases, run.execution, run.verdicts, reveal=reveal),
+                     run.refused, run.answers)
     notes = _graded_as(nb, path, lab) + tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
     if run.execution.status != "completed":
         notes += (run.execution.message,)
@@ -120,7 +128,6 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
         write_json(out_dir / "answers.json", json_value(run.answers))  # valid UTF-8, whatever the strings hold
         write_json(out_dir / "cases.json", json_value(run.cases))
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8", errors="replace")
-        artifacts.save_files(run.files, out_dir / "files")  # the models the grader judged, for disputes
         _write_feedback(out_dir, result)
     return result
 

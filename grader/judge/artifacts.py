@@ -1,54 +1,88 @@
 """Files a graded notebook saved for the grader, and the grader-side checks that judge them.
 
 A task whose answer JSON cannot hold (an ONNX model) declares ``grader_check="module:function"``
-(``util/contract.py``). In the kernel, its ``run_case`` saves the model with
-``util.artifacts.save_model`` into ``<answers>/files/``; :func:`read_files` reads that folder before
-the scratch copy is deleted; :func:`verdicts` calls the check on each case's file in the grader's
-own process; :func:`save_files` keeps them beside ``results.json`` for disputes.
+(``util/contract.py``). In the kernel, its ``run_case`` saves the file with ``util.artifacts``
+into ``<answers>/files/``. Before the scratch folder is deleted, :func:`list_files` lists that
+folder (sizes and SHA-256, streamed: the grader never holds a file in memory), :func:`verdicts`
+has each case's file judged in a confined judge process (:mod:`grader.judge.isolated`), and
+:func:`save_files` copies the small files beside ``results.json`` for disputes.
 
 The files come from the student's kernel, so they are untrusted: sizes are bounded, only plain
-files with the names the grader expects are read, and a check that raises is reported as a problem
-with the case, never as a grader crash.
+files with the names the grader expects are listed (never a link), and a check that raises,
+crashes, hangs or bloats its process is reported as a problem with that case only.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
+import shutil
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from grader.execute.limits import Limits, format_size
 from util.artifacts import case_stem
 from util.contract import Lab, Task
 
 MAX_FILE_BYTES = 512 * 2**20
-"""A saved file larger than this is not read (AlexNet's tiled model is about 250 MB)."""
+"""A saved file larger than this is not judged (AlexNet's tiled model is about 250 MB)."""
 MAX_TOTAL_BYTES = 1536 * 2**20
-"""At most this much is read from one notebook's files, in name order."""
+"""At most this much of one notebook's files is judged, in name order."""
+MAX_FILES = 256
+"""At most this many saved files are listed (a task saves one per case)."""
 KEEP_BYTES = 16 * 2**20
 """Files up to this size are copied to the submission's output folder; larger ones are listed by hash."""
 
 
-def read_files(folder: Path) -> dict[str, bytes | str]:
-    """File name -> bytes for each plain ``case-*`` file in ``folder``; -> a reason (str) when it was not read."""
-    files: dict[str, bytes | str] = {}
+@dataclass(frozen=True)
+class SavedFile:
+    """A file a case saved, as the grader found it (its bytes stay on disk)."""
+
+    name: str
+    size: int = 0
+    sha256: str = ""
+    path: Path | None = None
+    """Where it lies (inside the scratch folder, gone once the run is over); ``None``: not judged."""
+    reason: str = ""
+    """Why it is not judged (too large, over the total), when ``path`` is ``None``."""
+
+
+def _digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def list_files(folder: Path) -> dict[str, SavedFile]:
+    """File name -> :class:`SavedFile` for each plain ``case-*`` file in ``folder`` (links never followed)."""
+    files: dict[str, SavedFile] = {}
     if not folder.is_dir() or folder.is_symlink():
         return files
     total = 0
-    for path in sorted(folder.iterdir()):
-        if not path.name.startswith("case-") or path.is_symlink() or not path.is_file():
+    for path in sorted(folder.iterdir())[:MAX_FILES * 4]:
+        try:
+            info = path.lstat()
+        except OSError:
             continue
-        size = path.stat().st_size
+        if not path.name.startswith("case-") or not stat.S_ISREG(info.st_mode) or len(files) >= MAX_FILES:
+            continue
+        size = info.st_size
         if size > MAX_FILE_BYTES:
-            files[path.name] = f"the saved file is {size / 2**20:,.0f} MiB, over the {MAX_FILE_BYTES // 2**20} MiB limit"
+            files[path.name] = SavedFile(path.name, size, reason=f"the saved file is {format_size(size)}, over the "
+                                                                 f"{format_size(MAX_FILE_BYTES)} limit")
         elif total + size > MAX_TOTAL_BYTES:
-            files[path.name] = f"the notebook saved over {MAX_TOTAL_BYTES // 2**20} MiB of files; this one was not read"
+            files[path.name] = SavedFile(path.name, size, reason=f"the notebook saved over "
+                                                                 f"{format_size(MAX_TOTAL_BYTES)} of files; this one "
+                                                                 "was not judged")
         else:
             try:
-                files[path.name] = path.read_bytes()
+                files[path.name] = SavedFile(path.name, size, _digest(path), path)
                 total += size
             except OSError as exc:
-                files[path.name] = f"the saved file could not be read ({exc.strerror})"
+                files[path.name] = SavedFile(path.name, size, reason=f"the saved file could not be read "
+                                                                     f"({exc.strerror})")
     return files
 
 
@@ -62,55 +96,83 @@ def check_function(task: Task) -> Callable[[Mapping[str, Any], bytes, Any], list
                          "(expected 'package.module:function')") from None
 
 
-def _case_data(files: Mapping[str, bytes | str], spec: Mapping[str, Any]) -> bytes | str | None:
+def check_module(task: Task) -> str:
+    """The module a task's ``grader_check`` names, found without importing it (the grader's process
+    stays free of what the check imports); a ``ValueError`` if there is none."""
+    module, _, name = (task.grader_check or "").partition(":")
+    try:
+        found = importlib.util.find_spec(module) if module and name.isidentifier() else None
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise ValueError(f"task {task.id}: grader_check {task.grader_check!r} names no function "
+                         "(expected 'package.module:function')")
+    return module
+
+
+def _case_file(files: Mapping[str, SavedFile], spec: Mapping[str, Any]) -> SavedFile | None:
     """The file case ``spec`` saved, whatever its suffix (``case-<hash>.onnx``, ``.npz``, ``.so``...)."""
     stem = case_stem(spec)
     found = [name for name in files if name == stem or name.startswith(stem + ".")]
     return files[sorted(found)[0]] if found else None
 
 
-def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]],
-             files: Mapping[str, bytes | str]) -> dict[str, dict[str, list[str]]]:
+def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[str, SavedFile], *,
+             limits: Limits | None = None, sandbox: bool | None = None) -> dict[str, dict[str, list[str]]]:
     """Task id -> case id -> problems (empty: passed) for every case of a task with a ``grader_check``.
 
     Only cases whose kernel record is ``ok`` are judged; the others already failed in the kernel.
+    The checks run in a confined judge process (:func:`grader.judge.isolated.judge`), all of this
+    notebook's in one (restarted after a case that kills it).
     """
+    from grader.judge.isolated import judge
+
     out: dict[str, dict[str, list[str]]] = {}
+    jobs, where, folders = [], [], set()
     for task in lab.tasks:
         if not getattr(task, "grader_check", None):
             continue
-        check = check_function(task)
+        check_module(task)  # a declaration naming no module is the course's bug: say so now
         out[task.id] = {}
+        records = cases.get(task.id) if isinstance(cases, Mapping) else None
         for case in task.cases:
-            record = cases.get(task.id, {}).get(case.id)
-            if not record or record.get("status") != "ok":
+            record = records.get(case.id) if isinstance(records, Mapping) else None
+            if not isinstance(record, Mapping) or record.get("status") != "ok":
                 continue
-            data = _case_data(files, case.spec)
-            if data is None:
-                problems = [f"{task.function}() returned, but no model file was saved for this case"]
-            elif isinstance(data, str):
-                problems = [data]
+            saved = _case_file(files, case.spec)
+            if saved is None:
+                out[task.id][case.id] = [f"{task.function}() returned, but no file was saved for this case"]
+            elif saved.path is None:
+                out[task.id][case.id] = [saved.reason]
             else:
-                try:
-                    problems = list(check(case.spec, data, task.tolerance))
-                except Exception as exc:  # a hostile model must not stop the class's grading
-                    problems = [f"the grader could not check the model ({type(exc).__name__}: {exc})"[:400]]
-            out[task.id][case.id] = problems
+                jobs.append({"check": task.grader_check, "spec": dict(case.spec), "file": str(saved.path),
+                             "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
+                where.append((task.id, case.id))
+                folders.add(saved.path.parent)
+    if jobs:
+        if len(folders) != 1:
+            raise ValueError("the saved files of one notebook must lie in one folder")
+        for (task_id, case_id), problems in zip(where, judge(jobs, folders.pop(), limits=limits, sandbox=sandbox)):
+            out[task_id][case_id] = problems
     return out
 
 
-def save_files(files: Mapping[str, bytes | str], folder: Path) -> None:
+def save_files(files: Mapping[str, SavedFile], folder: Path) -> None:
     """Copy the small files to ``folder`` and list every file (size, SHA-256, kept or not) in ``manifest.json``."""
     if not files:
         return
     folder.mkdir(parents=True, exist_ok=True)
     manifest = {}
-    for name, data in files.items():
-        if isinstance(data, str):
-            manifest[name] = {"read": False, "reason": data}
+    for name, saved in files.items():
+        if saved.path is None:
+            manifest[name] = {"read": False, "reason": saved.reason, "bytes": saved.size}
             continue
-        kept = len(data) <= KEEP_BYTES
+        kept = saved.size <= KEEP_BYTES
         if kept:
-            (folder / name).write_bytes(data)
-        manifest[name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "kept": kept}
+            try:
+                with open(saved.path, "rb") as source, open(folder / name, "wb") as target:
+                    shutil.copyfileobj(source, target, 1 << 20)
+            except OSError:
+                kept = False
+        manifest[name] = {"bytes": saved.size, "sha256": saved.sha256, "kept": kept}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from grader.author.build import SOLUTIONS
-from util.artifacts import save_arrays, load_arrays
+from util.artifacts import save_arrays
 from util.labs import get_lab
 from util.labs.lab8 import judge
 from util.labs.lab8 import judge_timing as timing

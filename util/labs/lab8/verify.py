@@ -7,7 +7,7 @@ course's plan; none of them runs a plan or an executor of its own.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 

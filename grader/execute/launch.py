@@ -1,0 +1,141 @@
+"""The command prefix that starts student code confined: its cgroup, its user, its rlimits, its sandbox.
+
+A confined command is ``outer launcher + bwrap ... -- + inner launcher + command``. Both launchers
+are the same few lines of Python (:data:`LAUNCHER`), run with ``python -c``: they do what their
+JSON says, then ``exec`` the rest of the command line, so they cost a Python start and nothing
+after.
+
+* The outer launcher runs as the grader: it moves itself into the submission's cgroup (so does
+  everything it starts), and, without the sandbox, sets the rlimits and drops to the unprivileged
+  user itself (so does a root grader whose sandbox is built in a user namespace,
+  :func:`grader.execute.sandbox.userns`).
+* The inner launcher runs inside the sandbox: it sets the rlimits and, for a root grader, drops
+  the capability bounding set, the groups, then the user and group (``setresuid``/``setresgid``)
+  to :func:`grader.execute.sandbox.run_as`'s and sets ``no_new_privs``; last, it installs the
+  seccomp filter (:mod:`grader.execute.seccomp`).
+
+The rlimits are set inside the sandbox because Linux counts ``RLIMIT_NPROC`` per user *and user
+namespace*: in a non-root grader's sandbox it counts only this submission's tasks, and a root
+grader gives each of its processes a user of its own (:data:`grader.execute.sandbox.UID_BASE`). Only when
+``$COURSE_SANDBOX_UID`` makes parallel submissions share one user is it left out; the cgroup's
+``pids.max`` or the watchdog bounds the processes there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from grader.execute import sandbox, seccomp
+from grader.execute.limits import Limits, rlimits
+
+LAUNCHER = """\
+import ctypes, json, os, resource, sys
+spec = json.loads(sys.argv[1])
+if spec.get("cgroup"):
+    with open(spec["cgroup"], "w") as procs:
+        procs.write(str(os.getpid()))
+for name, value in spec.get("rlimits", ()):
+    kind = getattr(resource, name)
+    hard = resource.getrlimit(kind)[1]
+    value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    resource.setrlimit(kind, (value, value))
+libc = ctypes.CDLL(None, use_errno=True)
+if spec.get("ids"):
+    uid, gid = spec["ids"]
+    cap = 0
+    while hasattr(libc, "prctl") and libc.prctl(24, cap, 0, 0, 0) == 0:  # PR_CAPBSET_DROP, to the last one
+        cap += 1
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.geteuid() == 0 or os.getegid() == 0:
+        sys.exit("grader launcher: could not drop root")
+    if hasattr(libc, "prctl"):
+        libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS: setuid programs grant nothing
+if spec.get("pdeathsig") and hasattr(libc, "prctl"):
+    libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG = SIGKILL (after setresuid, which clears it)
+if spec.get("seccomp"):
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+    code = bytes.fromhex(spec["seccomp"])
+    buffer = ctypes.create_string_buffer(code, len(code))
+    libc.prctl(38, 1, 0, 0, 0)  # no_new_privs: a filter needs it (and keeps it)
+    if libc.prctl(22, 2, ctypes.byref(Program(len(code) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
+        sys.exit("grader launcher: could not install the seccomp filter")
+os.execvp(sys.argv[2], sys.argv[2:])
+"""
+
+
+def launcher(spec: dict, python: str = sys.executable) -> list[str]:
+    """``python -c LAUNCHER SPEC``: a prefix that does what ``spec`` says, then runs the rest."""
+    return [python, "-c", LAUNCHER, json.dumps(spec)]
+
+
+def student_ids(sandboxed: bool) -> tuple[int, int] | None:
+    """The (uid, gid) student code runs as, seen from outside the sandbox, when that is not the
+    grader's own: a root grader's unprivileged user (unless, without the sandbox, that user cannot
+    run Python here: then it is root, with a warning, see :mod:`grader.execute.sandbox`)."""
+    ids = sandbox.run_as()
+    if ids is None or not (sandboxed or sandbox.unprivileged_without_sandbox() is None):
+        return None
+    return ids
+
+
+def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = None,
+                   cgroup: Path | None = None, readable: tuple[Path, ...] = (),
+                   writable: bool = True, drop: bool | None = None, judges: bool = False) -> list[str]:
+    """The prefix that runs a command confined in ``scratch``: in ``cgroup`` (its ``cgroup.procs``),
+    under ``limits``' rlimits, as the unprivileged user, and in the sandbox when ``sandboxed``.
+
+    ``drop`` forces a root grader's drop to the unprivileged user on or off; by default it is on,
+    except without the sandbox where that user cannot run Python (see :mod:`grader.execute.sandbox`).
+    ``judges``: the labs' judges are visible (a judge process), where a kernel sees them empty.
+    """
+    limits = limits or Limits()
+    ids = student_ids(sandboxed) if drop is None else sandbox.run_as() if drop else None
+    outer: dict = {"cgroup": str(cgroup)} if cgroup is not None else {}
+    filtered = seccomp.program()
+    if not sandboxed:
+        outer["rlimits"] = rlimits(limits, per_user=ids is not None and sandbox.UID_ENV not in os.environ)
+        if ids is not None:
+            outer.update(ids=list(ids), pdeathsig=True)
+        if filtered is not None:
+            outer["seccomp"] = filtered.hex()
+        return launcher(outer)
+    inner = {"rlimits": rlimits(limits, per_user=sandbox.userns() or sandbox.UID_ENV not in os.environ)}
+    if ids is not None and sandbox.userns():  # a root grader's user-namespace sandbox: drop before bwrap
+        outer["ids"] = list(ids)
+    elif ids is not None:
+        inner["ids"] = list(ids)
+    if filtered is not None:
+        inner["seccomp"] = filtered.hex()
+    return ((launcher(outer) if outer else [])
+            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, judges=judges) + launcher(inner))
+
+
+def enforcement(sandboxed: bool) -> dict[str, str]:
+    """Which mechanism enforces what here, limit by limit, in a few words each (for the grader's log)."""
+    from grader.execute import cgroups, disk
+
+    ids = student_ids(sandboxed)
+    cgroup = cgroups.unavailable_reason() is None
+    if ids is not None:
+        user = f"uid {ids[0]} (unprivileged, no capabilities)"
+    elif sandboxed:
+        user = "the grader's user in a user namespace (no capabilities)"
+    else:
+        user = "ROOT" if os.geteuid() == 0 else "the grader's own user"
+    return {
+        "isolation": "bubblewrap (no network; read-only system; only the scratch folder writable)" if sandboxed
+                     else "NONE",
+        "user": user,
+        "memory": "cgroup v2 memory.max" if cgroup else "watchdog (resident memory + memfd) and RLIMIT_DATA",
+        "processes": "cgroup v2 pids.max and watchdog" if cgroup else
+                     "watchdog" + (" and RLIMIT_NPROC" if sandboxed or ids is not None else ""),
+        "disk": "a filesystem of --disk per submission" if disk.unavailable_reason() is None
+                else "watchdog (walk + deleted files held open)",
+        "time": "watchdog (absolute deadline)",
+        "output": "relay, kernel-side cap, bounded client",
+    }

@@ -1,0 +1,166 @@
+"""Grader-side checks of saved files, run in a confined subprocess, never in the grader's own process.
+
+A task's ``grader_check`` judges a file the student's code made (an ONNX model its function built):
+the check parses it, runs it (onnxruntime), maybe compiles and times it. A hostile file can crash,
+hang or bloat whatever process does that. So the checks run in a judge process confined exactly
+like a kernel (:func:`grader.execute.launch.command_prefix`: its own cgroup where there is one, an
+unprivileged user, rlimits, the bubblewrap sandbox with no network, everything read-only but a
+scratch folder of its own, the files shown read-only), under a watchdog (memory, processes, disk,
+and a deadline per case). The judge receives the files by path (the grader never reads them) and
+returns, per case, a bounded list of problems as JSON lines (:mod:`grader.judge.worker`).
+
+A case whose check makes the judge die, overrun its time or memory, or write something that is not
+the expected JSON is marked failed with a message saying so; the judge is restarted for the cases
+after it, so one hostile file costs only its own case. A check may start child processes (the
+process limit applies to all of them together); they end with the judge.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+from grader.execute import cgroups, disk, launch
+from grader.execute import sandbox as sandboxing
+from grader.execute.limits import Limits, format_size, tasks as task_limit
+from grader.execute.scratch import judge_env
+from grader.execute.watchdog import Watchdog
+
+WORKER = Path(__file__).with_name("worker.py")
+MAX_LINE = 64 << 10
+"""Longest protocol line read from a judge (its problems are bounded well below this)."""
+JUDGE_DISK = 256 << 20
+"""Disk a judge may use for its own scratch files (a check writes little, if anything)."""
+
+
+def _reader(stream, lines: queue.Queue) -> None:  # noqa: ANN001
+    """Put each protocol line (or ``None`` at its end) on ``lines``; an overlong line ends the stream."""
+    try:
+        while True:
+            line = stream.readline(MAX_LINE + 1)
+            if not line or len(line) > MAX_LINE:
+                break
+            lines.put(line)
+    except (OSError, ValueError):
+        pass
+    lines.put(None)
+
+
+def _problems(record: Any, index: int) -> list[str] | None:
+    """The problems in a ``done`` record for case ``index``, or ``None`` if it is not one."""
+    if not isinstance(record, dict) or record.get("done") != index:
+        return None
+    problems = record.get("problems")
+    if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
+        return None
+    return [p[:400] for p in problems[:20]]
+
+
+def _failure(watchdog: Watchdog, code: int | None, timeout: int, memory: int, garbage: bool) -> str:
+    """Why the judge stopped on a case, in words for the student and the instructor."""
+    breach = watchdog.breach
+    if breach is not None and breach.kind == "timeout":
+        return f"the grader's check of this file was still running after {timeout} s and was stopped"
+    if breach is not None and breach.kind == "memory":
+        return f"the grader's check of this file used more than {format_size(memory)} of memory and was stopped"
+    if breach is not None:
+        return f"the grader's check of this file was stopped: it {breach.message}"
+    if garbage:
+        return "the grader's check of this file returned something unreadable"
+    signal = -code if code is not None and code < 0 else code - 128 if code is not None and code > 128 else None
+    if signal is not None:  # (the sandbox passes a signal on as 128 + its number)
+        return f"the grader's check of this file crashed (signal {signal})"
+    return f"the grader's check of this file ended without a verdict (exit code {code})"
+
+
+def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *, limits: Limits,
+               sandboxed: bool, timeout: int) -> int | None:
+    """Judge ``cases[first:]`` in one judge process, filling ``results``; the index of the case it
+    stopped on without a verdict (``results`` then holds why), or ``None`` when it judged them all."""
+    owner = launch.student_ids(sandboxed)
+    scratch = disk.Scratch.create("judge", disk=JUDGE_DISK, owner=owner, filesystem=False)
+    group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
+    watchdog = None
+    current = first
+    garbage = False
+    try:
+        for name in (disk.TMP, disk.SHM, disk.HOME):
+            scratch.folder(name)
+        command = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,
+                                         cgroup=group.procs_file if group else None, readable=(files_dir,),
+                                         judges=True)
+        process = subprocess.Popen(command + [sys.executable, "-c", WORKER.read_text(encoding="utf-8")],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                   cwd=scratch.path, env=judge_env(scratch.path, sandboxed), text=True,
+                                   start_new_session=True)
+        watchdog = Watchdog(process.pid, memory=limits.memory, procs=limits.procs, scratch=scratch,
+                            disk=JUDGE_DISK, cgroup=group, deadline=time.monotonic() + timeout)
+        lines: queue.Queue = queue.Queue()
+        threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
+        try:
+            process.stdin.write(json.dumps({"cases": cases[first:]}) + "\n")
+            process.stdin.close()
+        except OSError:
+            pass
+        while current < len(cases):
+            line = lines.get()
+            if line is None:
+                break
+            try:
+                record = json.loads(line)
+            except ValueError:
+                garbage = True
+                break
+            if isinstance(record, dict) and record.get("start") == current - first:
+                watchdog.deadline = time.monotonic() + timeout  # each case gets its own time
+                continue
+            problems = _problems(record, current - first)
+            if problems is None:
+                garbage = True
+                break
+            results[current] = problems
+            current += 1
+        if current == len(cases):
+            return None
+        watchdog.kill_all()
+        try:
+            code = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        results[current] = [_failure(watchdog, code, timeout, limits.memory, garbage)]
+        return current
+    finally:
+        if watchdog is not None:
+            watchdog.stop()
+        if group is not None:
+            try:
+                group.remove()
+            except OSError:
+                pass
+        scratch.remove()
+
+
+def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, limits: Limits | None = None,
+          sandbox: bool | None = None, timeout: int | None = None) -> list[list[str]]:
+    """Problems per case (empty: passed) for ``cases``, each ``{"check": "module:function", "spec":
+    ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
+
+    ``limits`` bounds the judge's memory and processes; ``timeout`` (default ``limits.judge_timeout``)
+    bounds each case; ``sandbox`` forces the sandbox on or off (default: on where it works).
+    """
+    limits = limits or Limits()
+    sandboxed = sandboxing.available() if sandbox is None else sandbox
+    results: list[list[str] | None] = [None] * len(cases)
+    first = 0
+    while first < len(cases):
+        stopped = _run_judge([dict(c) for c in cases], first, results, files_dir.resolve(), limits=limits,
+                             sandboxed=sandboxed, timeout=timeout or limits.judge_timeout)
+        if stopped is None:
+            break
+        first = stopped + 1
+    return [r if r is not None else ["the grader could not check this file"] for r in results]

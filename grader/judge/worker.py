@@ -1,0 +1,50 @@
+"""The judge worker: the grader-side checks of saved files, run one case at a time in a confined process.
+
+:mod:`grader.judge.isolated` runs this file's source with ``python -c`` inside the sandbox (where
+``grader/`` is not visible: it imports only the standard library and ``util``). It reads one JSON
+line from stdin, ``{"cases": [{"check": "module:function", "spec": {...}, "tolerance": {...},
+"file": path}, ...]}``, and for each case calls ``check(spec, data, tolerance)`` on the file's bytes,
+writing two JSON lines to its protocol stream: ``{"start": i}`` before and ``{"done": i, "problems":
+[...]}`` after (at most :data:`MAX_PROBLEMS` problems of :data:`MAX_TEXT` characters). Whatever the
+check prints goes to stderr, never into the protocol. A check that raises is a problem with the
+case; a check that crashes, hangs or bloats the process is the grader's to notice.
+"""
+import importlib
+import json
+import os
+import sys
+
+MAX_PROBLEMS = 20
+MAX_TEXT = 400
+
+
+def main() -> None:
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # prints of the checks (and of C libraries) go to stderr, not into the protocol
+    sys.stdout = sys.stderr
+    job = json.loads(sys.stdin.readline())
+    import util.labs  # noqa: F401  (puts extra lab folders on sys.path)
+    from util.contract import Tolerance
+
+    def emit(record: dict) -> None:
+        protocol.write(json.dumps(record) + "\n")
+        protocol.flush()
+
+    for index, case in enumerate(job["cases"]):
+        emit({"start": index})
+        try:
+            module, _, name = case["check"].partition(":")
+            check = getattr(importlib.import_module(module), name)
+            with open(case["file"], "rb") as handle:
+                data = handle.read()
+            found = check(case["spec"], data, Tolerance(**case["tolerance"]))
+            problems = [str(p)[:MAX_TEXT] for p in list(found)[:MAX_PROBLEMS]]
+        except MemoryError:
+            problems = ["the grader's check of this file ran out of memory"]
+        except Exception as exc:  # a hostile file: a problem with the case, never a crash of the judge
+            problems = [f"the grader could not check the model ({type(exc).__name__}: {exc})"[:MAX_TEXT]]
+        emit({"done": index, "problems": problems})
+
+
+if __name__ == "__main__":  # python -c sets it too
+    main()

@@ -1,0 +1,99 @@
+"""The export caches: every file is recorded (size, SHA-256) when written and verified before each
+submission; a file that does not match is deleted and rebuilt, so no one is graded against it.
+
+Issue 12 item 2: a kernel that could write the cache replaced a model, and the next student's
+notebook read the replacement. The sandbox shows the caches read-only (tests/test_walls.py); here
+the cache is made writable to everyone and graded without the sandbox, the way the tampering
+happened, and the student graded next must still read the real file.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from grader.execute import caches
+from grader.execute.limits import Limits
+from grader.grade import batch
+from grader.judge.references import REFERENCE_ENV
+from tinylab import write
+from util import export_cache, labs
+
+FOLDER = Path(__file__).resolve().parent / "cachelab_labs"
+READ = ("from util import export_cache\nfrom util.answers import write_answer, output_dir\n"
+        "write_answer(output_dir('lab98'), '98.1', int(export_cache.find('onnx', 'answer.bin').read_bytes()))")
+TAMPER = "open(export_cache.find('onnx', 'answer.bin'), 'wb').write(b'13')"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(export_cache.KINDS["onnx"], str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _store(name: str, data: bytes) -> Path:
+    return caches.store("onnx", name, lambda path: path.write_bytes(data))
+
+
+def test_a_stored_file_verifies_and_is_not_hashed_again_until_it_changes(cache, monkeypatch):
+    path = _store("a.onnx", b"model")
+    manifest = json.loads((cache / caches.MANIFEST).read_text())
+    assert manifest == {"a.onnx": {"bytes": 5, "sha256": hashlib.sha256(b"model").hexdigest()}}
+    hashed = []
+    monkeypatch.setattr(caches, "_digest", lambda p: hashed.append(p.name) or "x")
+    assert caches.verify_kind("onnx") == [] and hashed == []  # unchanged since it was stored: not hashed
+    path.write_bytes(b"MODEL")  # same size, other bytes
+    monkeypatch.undo()
+    monkeypatch.setenv(export_cache.KINDS["onnx"], str(cache))
+    assert caches.verify_kind("onnx") == ["a.onnx"] and not path.exists()
+
+
+def test_planted_files_links_and_folders_are_deleted(cache):
+    _store("a.onnx", b"model")
+    (cache / "planted.onnx").write_bytes(b"no export wrote me")
+    (cache / "link.onnx").symlink_to(cache / "a.onnx")
+    (cache / "folder.onnx").mkdir()
+    assert sorted(caches.verify_kind("onnx")) == ["folder.onnx", "link.onnx", "planted.onnx"]
+    assert sorted(p.name for p in cache.iterdir() if not p.name.startswith(".")) == ["a.onnx", caches.MANIFEST]
+    assert export_cache.find("onnx", "a.onnx").read_bytes() == b"model"
+
+
+def test_ensure_rebuilds_what_it_deleted_with_the_labs_hook(cache, monkeypatch):
+    _store("a.onnx", b"model")
+    (cache / "a.onnx").write_bytes(b"tampered")
+    called = []
+    monkeypatch.setattr(caches, "prepare", lambda lab, **kw: called.append(lab.name))
+    lab = labs.LABS[next(iter(labs.LABS))]
+    assert caches.ensure(lab) == ["onnx/a.onnx"] and called == [lab.name]
+    assert caches.ensure(lab) == [] and called == [lab.name]  # nothing left to rebuild
+
+
+def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache, monkeypatch, capsys):
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "lab98.json").write_text(json.dumps(
+        {"lab": "lab98", "answers": {"98.1": 42}, "cases": {}, "provenance": {}}))
+    monkeypatch.setenv(labs.LAB_DIRS_ENV, str(FOLDER))
+    monkeypatch.setenv(REFERENCE_ENV, str(tmp_path / "references"))
+    monkeypatch.syspath_prepend(str(FOLDER))
+    from lab98.tasks import LAB
+    monkeypatch.setitem(labs.LABS, "lab98", LAB)
+    monkeypatch.setitem(labs.PACKAGES, "lab98", "lab98")
+    cache.mkdir()
+    (cache / "answer.bin").write_bytes(b"13")  # there before the grader: never recorded, so never trusted
+    heading = new_markdown_cell("## Task 98.1: From the cache (1 points)")
+    for name, cells in {"a_tamperer": [READ, TAMPER], "b_next": [READ]}.items():
+        nb = new_notebook(cells=[heading] + [new_code_cell(c) for c in cells])
+        nb.metadata["course"] = {"lab": "lab98"}
+        write(nb, tmp_path / "class" / name / "lab98.ipynb")
+    code = batch.main(paths=[tmp_path / "class"], out=tmp_path / "out", lab="lab98", progress=False, sandbox=False,
+                      limits=Limits(cell_timeout=60, notebook_timeout=120))
+    with (tmp_path / "out" / "gradebook.csv").open() as handle:
+        rows = {row["submission"]: (row["total"], row["max"]) for row in csv.DictReader(handle)}
+    assert code == 0 and rows == {"a_tamperer__lab98": ("1", "1"), "b_next__lab98": ("1", "1")}
+    assert "did not match the size and hash recorded" in capsys.readouterr().err
+    assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
+    assert caches.verify_kind("onnx") == []  # what the hook rebuilt is recorded
