@@ -1,0 +1,94 @@
+"""Headless Chromium for the tests that look at pages as a student does (netron, JupyterLab).
+
+Chromium is driven through chromedriver's W3C WebDriver HTTP API with plain urllib (no Selenium).
+The Debian packages ``chromium`` and ``chromium-driver`` provide both programs (``.ci/run``
+installs them); without them a test that asks for the ``browser`` fixture is skipped, except
+under CI, where it fails. Import the fixture into a test module with ``from browser import browser``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1024"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class WebDriver:
+    """The few WebDriver calls these tests need, over HTTP."""
+
+    def __init__(self, base: str) -> None:
+        self.base, self.session = base, None
+
+    def call(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                return json.loads(resp.read())["value"]
+        except urllib.error.HTTPError as err:
+            raise AssertionError(f"WebDriver {method} {path}: {err.read().decode()[:500]}") from None
+
+    def open(self, url: str) -> None:
+        self.call("POST", f"/session/{self.session}/url", {"url": url})
+
+    def script(self, source: str):
+        return self.call("POST", f"/session/{self.session}/execute/sync", {"script": source, "args": []})
+
+    def screenshot(self) -> bytes:
+        import base64
+
+        return base64.b64decode(self.call("GET", f"/session/{self.session}/screenshot"))
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    """A headless Chromium session with a fresh profile; chromedriver and Chromium end afterwards."""
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        reason = "needs the Debian packages chromium and chromium-driver (.ci/run installs them)"
+        if os.environ.get("CI"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    port = free_port()
+    driver = subprocess.Popen([str(CHROMEDRIVER), f"--port={port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    web = WebDriver(f"http://127.0.0.1:{port}")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if web.call("GET", "/status")["ready"]:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "chromedriver did not start"
+            time.sleep(0.1)
+        options = {"binary": str(CHROMIUM), "args": [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]}
+        web.session = web.call("POST", "/session", {"capabilities": {"alwaysMatch": {
+            "browserName": "chrome", "goog:chromeOptions": options}}})["sessionId"]
+        yield web
+    finally:
+        if web.session:
+            try:
+                web.call("DELETE", f"/session/{web.session}")  # closes Chromium
+            except (AssertionError, OSError):
+                pass
+        os.killpg(driver.pid, signal.SIGTERM)
+        driver.wait(timeout=30)
