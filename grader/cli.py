@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,check,build,regen,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,check,build,release,regen,gradescope,autograde}``.
 
 This module only parses arguments."""
 from __future__ import annotations
@@ -53,7 +53,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
 
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
-    c.add_argument("paths", nargs="+", type=Path, metavar="NOTEBOOK", help="notebooks to check")
+    c.add_argument("paths", nargs="+", metavar="NOTEBOOK",
+                   help="a notebook's path, or a lab's name (labN) or notebook name, found from any folder")
+    c.add_argument("--task", action="append", metavar="ID",
+                   help="report only this task's checks, e.g. N.M (repeat it, or N.M,N.K, for several)")
     c.add_argument("--lab", choices=list(LABS), help="check against this lab (default: read from each notebook)")
     c.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     c.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
@@ -71,6 +74,10 @@ def parser() -> argparse.ArgumentParser:
                        help="memory per submission (default: 4G; keep it under the Gradescope machine's)")
         a.add_argument("--procs", type=int, default=Limits.procs, metavar="N")
         a.add_argument("--fsize", type=parse_size, default=Limits.fsize, metavar="SIZE")
+
+    rel = sub.add_parser("release", help="write the students' copy (labs, util, the self-check, Docker files, "
+                                         "a student README; nothing secret) into a new folder")
+    rel.add_argument("dest", type=Path, metavar="DIR", help="a folder that does not exist yet (or is empty)")
 
     r = sub.add_parser("regen", help="regenerate reference answers by running the solutions")
     r.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
-                              notebook_timeout=args.notebook_timeout)
+                              notebook_timeout=args.notebook_timeout, tasks=args.task)
     if args.command in ("gradescope", "autograde"):
         from grader.grade import gradescope
         limits = Limits(memory=args.memory, procs=args.procs, fsize=args.fsize)
@@ -100,6 +107,9 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=limits)
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=limits)
+    if args.command == "release":
+        from grader.author import release
+        return release.main(dest=args.dest)
     if args.command == "build":
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
