@@ -22,6 +22,7 @@ from grader import REPO
 from grader.author import handouts, release
 from grader.author.markers import ANY
 from util.answers import OUTPUT_DIR_ENV
+from util import labs
 from util.labs import LABS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -44,6 +45,8 @@ def _files(root: Path) -> list[str]:
 def test_the_copy_holds_nothing_secret(copy):
     files = _files(copy)
     assert [f for f in files if f.startswith(SECRET) or f.endswith("mistakes.py")] == []
+    grader_only = [p.relative_to(REPO).as_posix() for p in labs.grader_only_paths()]
+    assert grader_only and not [f for f in files if f.startswith(tuple(grader_only))]  # judges, mistakes
     assert not [f for f in files if f.endswith(".json") and not f.startswith("docker/jupyter/")]
     regions = test_docker._solution_regions()
     assert len(regions) >= 20
@@ -74,7 +77,8 @@ def test_the_student_image_builds_from_the_copy_alone(copy):
     files = test_docker.image_files.image_files("student", dockerfile=copy / "docker" / "Dockerfile", context=copy)
     sources = set(files.values())
     assert "labs/lab1_pytorch_analysis.ipynb" in sources and "README.md" in sources
-    assert not [s for s in sources if s.startswith(SECRET) or s.endswith("mistakes.py")]
+    assert not [s for s in sources if s.startswith(SECRET) or s.endswith("mistakes.py")
+                or (s.startswith("util/labs/") and "/judge" in s)]
 
 
 def test_release_refuses_a_folder_that_holds_anything(tmp_path, capsys):

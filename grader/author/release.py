@@ -1,11 +1,13 @@
 """``python -m grader release DIR``: the students' copy of the course, and nothing else.
 
-The copy holds exactly the files of the student image (``docker/Dockerfile``'s ``student`` target,
-its ``COPY`` lines and ``.dockerignore``, listed by ``docker/image_files.py``), so one list
-decides what students get, with or without Docker: the lab notebooks (``labs/``, with
-``labs/README.md``), ``util/`` without the labs' ``mistakes.py``, the grader's code (for
-``python -m grader check``; never ``grader/references/`` or ``grader/examples/``), the
-requirements and ``docker/setup.sh``. Added to those: what building that image *from the copy*
+The copy holds the files of the student image (``docker/Dockerfile``'s ``student`` target, its
+``COPY`` lines and ``.dockerignore``, listed by ``docker/image_files.py``), so one list decides what
+students get, with or without Docker: the lab notebooks (``labs/``, with ``labs/README.md``),
+``util/``, the grader's code (for ``python -m grader check``; never ``grader/references/`` or
+``grader/examples/``), the requirements and ``docker/setup.sh``; minus every lab's grader-only
+files (``util.labs.GRADER_ONLY``: the mistakes, which quote the solutions, and the judges, which may
+hold a reference implementation). Build the student image from the copy, not from this repository,
+whose context still holds the judges (the grader image needs them). Added to those: what building that image *from the copy*
 needs (``docker/Dockerfile``, ``docker/compose.yaml``, ``.dockerignore``), and a ``README.md``
 written for students (:mod:`grader.author.handouts`) in place of this repository's.
 
@@ -21,6 +23,7 @@ from pathlib import Path, PurePosixPath
 
 from grader import REPO
 from grader.author import handouts
+from util import labs
 
 IMAGE_ROOT = PurePosixPath("/course")
 """Where the student image puts the course (the Dockerfile's WORKDIR)."""
@@ -36,6 +39,16 @@ def _image_files():
     return module
 
 
+def _grader_only(source: str) -> bool:
+    """Whether a repository file is one of a lab's grader-only files (mistakes, judges)."""
+    path = (REPO / source).resolve()
+    for lab in labs.LABS.values():
+        root = labs.folder(lab)
+        if path.is_relative_to(root) and labs.grader_only(path.relative_to(root)):
+            return True
+    return False
+
+
 def student_files() -> dict[str, str]:
     """Path in the copy -> path in this repository, for every file the copy takes from here.
 
@@ -43,7 +56,8 @@ def student_files() -> dict[str, str]:
     """
     files = {}
     for image_path, source in _image_files().image_files("student").items():
-        files[PurePosixPath(image_path).relative_to(IMAGE_ROOT).as_posix()] = source
+        if not _grader_only(source):
+            files[PurePosixPath(image_path).relative_to(IMAGE_ROOT).as_posix()] = source
     files.update({name: name for name in FOR_THE_IMAGE})
     files.pop("README.md", None)
     return dict(sorted(files.items()))
