@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,check,build,regen,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,check,build,release,regen,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -142,7 +142,10 @@ def parser() -> argparse.ArgumentParser:
     _class_flags(e)
 
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
-    c.add_argument("paths", nargs="+", type=Path, metavar="NOTEBOOK", help="notebooks to check")
+    c.add_argument("paths", nargs="+", metavar="NOTEBOOK",
+                   help="a notebook's path, or a lab's name (labN) or notebook name, found from any folder")
+    c.add_argument("--task", action="append", metavar="ID",
+                   help="report only this task's checks, e.g. N.M (repeat it, or N.M,N.K, for several)")
     c.add_argument("--lab", choices=list(LABS), help="check against this lab (default: read from each notebook)")
     c.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     c.add_argument("--notebook-timeout", type=int, metavar="S", help="seconds per notebook (default: the lab's, 900)")
@@ -153,6 +156,13 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--check", action="store_true", help="fail if generated files are stale; write nothing")
     _lab_flag(b, "only this lab (default: every lab)")
     b.add_argument("--clean-solutions", action="store_true", help="clear outputs in solutions/ first")
+
+    rel = _sub(sub, "release", "write the students' copy (labs, util, the self-check, Docker files, a student "
+                               "README; nothing secret) into a new folder",
+               "Copy what students need into DIR: the generated labs, util/ without any lab's grader-only files "
+               "(mistakes, judges), the self-check, requirements and Docker files, and a student README. "
+               "Solutions, references and example submissions stay behind.")
+    rel.add_argument("dest", type=Path, metavar="DIR", help="a folder that does not exist yet (or is empty)")
 
     rg = _sub(sub, "regen", "regenerate reference answers by running the solutions",
               "Run each lab's solution twice and write grader/references/<lab>.json when both runs agree "
@@ -197,13 +207,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
-                              notebook_timeout=args.notebook_timeout)
+                              notebook_timeout=args.notebook_timeout, tasks=args.task)
     if args.command in ("gradescope", "autograde"):
         from grader.grade import gradescope
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args))
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
+    if args.command == "release":
+        from grader.author import release
+        return release.main(dest=args.dest)
     if args.command == "build":
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

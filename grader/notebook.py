@@ -28,6 +28,17 @@ HEADING = re.compile(r"^#{1,6}\s*Task\s+(\d+\.\d+)\s*:\s*(.*?)\s*\((\d+(?:\.\d+)
 """``## Task 1.4: MACs (40 points)`` -> id, title, points."""
 
 
+KERNEL_METADATA = {
+    "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+    "language_info": {"codemirror_mode": {"name": "ipython", "version": 3}, "file_extension": ".py",
+                      "mimetype": "text/x-python", "name": "python", "nbconvert_exporter": "python",
+                      "pygments_lexer": "ipython3", "version": "3.11.7"},
+}
+"""What JupyterLab writes into a notebook's metadata when the course's kernel starts (ipykernel 7.4 on
+Python 3.11.7, the student image's). A student copy that already carries exactly this is not marked
+modified just by being opened."""
+
+
 MAX_NOTEBOOK_DEPTH = 64
 """Deepest JSON nesting read in a notebook (a notebook nests about 6 levels, widget state a few more)."""
 _CELL_TYPES = ("code", "markdown", "raw")

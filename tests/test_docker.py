@@ -87,7 +87,8 @@ def test_student_image_holds_no_solution_reference_or_example(student_files):
     forbidden = [s for s in sources if s.startswith(("solutions/", "grader/references/", "grader/examples/",
                                                      "tests/", "benchmarks/")) or s.endswith("/mistakes.py")]
     assert forbidden == []
-    assert not any(s.endswith(".json") for s in sources), "no JSON file (references, answers) belongs there"
+    json_files = [s for s in sources if s.endswith(".json")]
+    assert json_files == ["docker/jupyter/overrides.json"], "no JSON file (references, answers) belongs there"
 
 
 def test_no_student_file_contains_solution_code(student_files):
@@ -197,8 +198,10 @@ def _student_ports() -> set[int]:
 
 
 def test_student_image_exposes_the_ports_the_readme_publishes():
+    from grader.author.handouts import release_readme
+
     assert _student_ports() == {8888, 8081}
-    readme = (REPO / "README.md").read_text()
+    readme = release_readme()   # the students' README (python -m grader release)
     published = {int(p) for p in re.findall(r"-p 127\.0\.0\.1:(\d+):\1", readme)}
     assert published == _student_ports()
     compose = (DOCKER / "compose.yaml").read_text()
@@ -211,6 +214,31 @@ def test_student_image_starts_jupyterlab_on_8888():
     [cmd] = STAGES["student"].all("CMD")
     argv = json.loads(cmd.args)
     assert argv[:2] == ["jupyter", "lab"] and "--port=8888" in argv and "--ip=0.0.0.0" in argv
+
+
+def test_student_image_turns_off_jupyter_news_with_settings_it_holds(student_files):
+    """The CMD points JupyterLab's app settings at docker/jupyter/, which the image holds: no news pop-up."""
+    [cmd] = STAGES["student"].all("CMD")
+    [folder] = [a.split("=", 1)[1] for a in json.loads(cmd.args) if a.startswith("--LabApp.app_settings_dir=")]
+    assert student_files[f"{folder}/overrides.json"] == "docker/jupyter/overrides.json"
+    overrides = json.loads((DOCKER / "jupyter" / "overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
+    assert "--LabApp.news_url=None" in json.loads(cmd.args)
+
+
+def test_student_image_user_takes_the_hosts_ids_from_build_arguments():
+    """A bind-mounted labs/ belongs to the host's user: the image's user gets its uid and gid (build args),
+    so the container may write there and what it writes stays the student's."""
+    args = {i.args.split("=")[0]: i.args.split("=")[1] for i in STAGES["student"].all("ARG")}
+    assert args == {"UID": "1000", "GID": "1000"}
+    [useradd] = [i.args for i in STAGES["student"].all("RUN") if "useradd" in i.args]
+    assert '--uid "$UID"' in useradd and '--gid "$GID"' in useradd and '--gid "$GID" student' in useradd
+    assert "--non-unique" in useradd  # a host gid the base image already uses (macOS: 20) still works
+    compose = (DOCKER / "compose.yaml").read_text()
+    assert "UID: ${COURSE_UID:-1000}" in compose and "GID: ${COURSE_GID:-1000}" in compose
+    from grader.author.handouts import release_readme
+    readme = release_readme()
+    assert "--build-arg UID=$(id -u) --build-arg GID=$(id -g)" in readme and "COURSE_UID" in readme
 
 
 def test_ci_installs_what_the_browser_and_sandbox_tests_need():

@@ -5,12 +5,16 @@ free loopback port with a token instead of 0.0.0.0:8888, so a broken flag there 
 """
 from __future__ import annotations
 
+import base64
+import contextlib
 import importlib.util
 import json
+import shutil
 import os
 import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from webdriver import browser  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 90
@@ -63,9 +68,9 @@ def _request(url: str, token: str | None = None, method: str = "GET", body: dict
         return status, headers, text
 
 
-@pytest.fixture()
-def server(tmp_path):
-    """A running JupyterLab rooted at the repository: yields (base URL, token, process)."""
+@contextlib.contextmanager
+def _jupyterlab(root: Path, tmp_path: Path, extra: tuple[str, ...] = ()):
+    """JupyterLab started with the student image's CMD, rooted at ``root``: yields (base URL, token, process)."""
     port, token = _free_port(), secrets.token_hex(16)
     argv = []
     for arg in _image_cmd():
@@ -74,14 +79,17 @@ def server(tmp_path):
         elif arg.startswith("--port="):
             arg = f"--port={port}"
         elif arg.startswith("--ServerApp.root_dir="):
-            arg = f"--ServerApp.root_dir={REPO}"
+            arg = f"--ServerApp.root_dir={root}"
+        elif arg.startswith("--LabApp.app_settings_dir="):  # /course/docker/jupyter in the image
+            arg = f"--LabApp.app_settings_dir={REPO / 'docker' / 'jupyter'}"
         argv.append(arg)
     argv[0] = str(Path(sys.executable).with_name("jupyter"))
-    argv += [f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0"]
+    argv += [f"--IdentityProvider.token={token}", "--ServerApp.port_retries=0", *extra]
     if os.geteuid() == 0:  # CI containers run tests as root; the image itself runs as "student"
         argv.append("--allow-root")
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "IPYTHONDIR": str(tmp_path / "ipython")}
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path / "config"), "JUPYTER_DATA_DIR": str(tmp_path / "data"),
+           "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "IPYTHONDIR": str(tmp_path / "ipython"),
+           "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "ws")}
     log = (tmp_path / "jupyter.log").open("w")
     process = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
                                start_new_session=True)
@@ -110,6 +118,13 @@ def server(tmp_path):
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         log.close()
+
+
+@pytest.fixture()
+def server(tmp_path):
+    """A running JupyterLab rooted at the repository: yields (base URL, token, process)."""
+    with _jupyterlab(REPO, tmp_path) as running:
+        yield running
 
 
 def _port_open(base: str) -> bool:
@@ -151,3 +166,44 @@ def test_jupyterlab_serves_a_lab_notebook_then_stops(server):
     while _port_open(base) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _port_open(base)
+
+
+# ---------------------------------------------------------------- as a student sees it, in a browser
+
+LAB_OPEN_TIMEOUT = 120
+"""Seconds for the page to load, the kernel to start and JupyterLab to settle (about 10 s when idle)."""
+
+
+def test_a_student_opens_a_lab_the_notebook_stays_unmodified_no_pop_up_and_its_figure_shows(browser, tmp_path):
+    """The course image's JupyterLab, a lab with a figure (lab 3's tile grid) opened in Chromium: once the
+    kernel is idle the notebook is not marked modified, no "Jupyter news?" notification appears, and the
+    figure attachment is rendered (the attachment's PNG, at its own width)."""
+    root = tmp_path / "course"
+    shutil.copytree(REPO / "labs", root / "labs", ignore=shutil.ignore_patterns("outputs", "build", ".ipynb_checkpoints"))
+    name = "lab3_gemm_tiling.ipynb"
+    with _jupyterlab(root, tmp_path, ("--LabApp.expose_app_in_browser=True",)) as (base, token, _):
+        browser.open(f"{base}/lab/tree/labs/{name}?token={token}")
+        deadline, state = time.monotonic() + LAB_OPEN_TIMEOUT, {}
+        idle_since = None
+        while time.monotonic() < deadline:
+            state = browser.script("""
+                const app = window.jupyterapp, widget = app && app.shell.currentWidget;
+                const session = widget && widget.sessionContext && widget.sessionContext.session;
+                return {kernel: session && session.kernel ? session.kernel.status : null,
+                        dirty: widget && widget.context ? widget.context.model.dirty : null,
+                        toasts: Array.from(document.querySelectorAll('.Toastify__toast'), (t) => t.textContent),
+                        images: Array.from(document.querySelectorAll('.jp-RenderedMarkdown img'),
+                                           (i) => [i.naturalWidth, i.getAttribute('src').slice(0, 22)])};""")
+            if state["kernel"] == "idle":
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 5 and state["images"]:  # give late metadata updates time
+                    break
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"the lab did not settle in {LAB_OPEN_TIMEOUT} s: {state}")
+    assert state["dirty"] is False, "opening the lab marked it modified (its kernel metadata differs)"
+    assert state["toasts"] == []
+    [cell] = [c for c in nbformat.read(str(root / "labs" / name), as_version=4).cells if c.get("attachments")]
+    [png] = [base64.b64decode(bundle["image/png"]) for bundle in cell.attachments.values()]
+    width = struct.unpack(">I", png[16:20])[0]   # the PNG header's width
+    assert state["images"] == [[width, "data:image/png;base64,"]] and width > 500

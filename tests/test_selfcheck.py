@@ -90,13 +90,13 @@ def test_check_in_a_notebook_uses_the_exported_answer_and_the_callers_functions(
             "check('1.1')\n")
     exec(compile(code, "<notebook cell>", "exec"), {})  # check() finds count_parameters in the caller's globals
     out = capsys.readouterr().out
-    assert out.startswith("Task 1.1 (Parameters): 4/4 public checks passed"), out
+    assert out.startswith("Task 1.1 (Parameters): 5/5 public checks passed"), out
 
     write_answer(tmp_path, "1.1", {"total": total, "trainable": total, "non_trainable": 0})
     namespace = {"count_parameters": lambda model: {"total": 12, "trainable": 12, "non_trainable": 0}}
     check("1.1", namespace)
     out = capsys.readouterr().out
-    assert "Task 1.1 (Parameters): 2/4 public checks passed" in out
+    assert "Task 1.1 (Parameters): 2/5 public checks passed" in out
     assert "FAILED  the frozen stem is non-trainable" in out and "non_trainable is 0; expected at least 1" in out
     assert "the result['trainable'] is 12; expected 6" in out
 
@@ -215,7 +215,7 @@ def test_grader_check_works_in_the_student_image_where_no_reference_exists(stude
     mistake = REPO / "grader" / "examples" / "lab1" / "grouped_conv_ignored.ipynb"
     result = _run_in(student_image, "-m", "grader", "check", str(mistake))
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "Task 1.4 (MACs): 4/5 public checks passed" in result.stdout
+    assert "Task 1.4 (MACs): 4/6 public checks passed" in result.stdout
     assert "FAILED  count_macs on Conv2d(4, 8, 3, padding=1, groups=2) at 1x4x8x8" in result.stdout
     assert "the total is 18,432; expected 9,216" in result.stdout
     assert "4/5 tasks pass all their public checks" in result.stdout
@@ -244,3 +244,37 @@ def test_lab2_checks_pass_on_the_solution_and_catch_the_int64_mistake():
     [failed] = [o for r in mistake.reports for o in r.outcomes if o.status != "passed"]
     assert failed.name == "inspect_node on a Reshape whose shape input is an int64 tensor [2]"
     assert failed.message == "the shape input['bytes'] is 8; expected 16"
+
+
+# ---------------------------------------------------------------- from any folder, one task at a time
+
+def test_a_lab_or_notebook_name_is_found_from_any_folder(tmp_path, monkeypatch):
+    from grader.selfcheck import find_notebook
+
+    lab1, lab4 = get_lab("lab1"), get_lab("lab4")
+    labs = REPO / "labs"
+    assert find_notebook("lab1", cwd=labs) == labs / lab1.notebook                 # JupyterLab's terminal in labs/
+    assert find_notebook("lab1", cwd=REPO) == REPO / "labs" / lab1.notebook         # the course image's, in the root
+    assert find_notebook("lab1", cwd=tmp_path) == REPO / "labs" / lab1.notebook     # anywhere: the package's labs/
+    assert find_notebook("lab4", cwd=labs / "lab4_libtorch") == labs / lab4.notebook  # inside a folder lab
+    assert find_notebook(Path(lab1.notebook).name, cwd=tmp_path) == REPO / "labs" / lab1.notebook
+    mine = tmp_path / lab1.notebook
+    mine.write_text("{}")
+    assert find_notebook("lab1", cwd=tmp_path) == mine                              # the student's own copy first
+    monkeypatch.chdir(tmp_path)
+    assert find_notebook(str(mine)) == mine                                          # a path is taken as it is
+    with pytest.raises(FileNotFoundError, match="give a notebook's path or a lab's name"):
+        find_notebook("lab99", cwd=tmp_path)
+    with pytest.raises(FileNotFoundError, match="found no notebook"):
+        find_notebook("other.ipynb", cwd=tmp_path)
+
+
+def test_check_refuses_an_unknown_task_and_names_the_missing_tools(capsys, monkeypatch):
+    from grader import selfcheck
+
+    assert cli.main(["check", "lab1", "--task", "2.1"]) == 1
+    assert capsys.readouterr().out.strip() == "check: lab1 has no task 2.1; its tasks are 1.1, 1.2, 1.3, 1.4, 1.5"
+    assert selfcheck._tasks(get_lab("lab1"), ["1.4,1.5", "1.4"]) == ("1.4", "1.5")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert selfcheck.missing_tools(get_lab("lab4")) == ["g++", "cmake", "make"]
+    assert selfcheck.missing_tools(get_lab("lab1")) == []

@@ -1,8 +1,8 @@
 """Headless Chromium for the browser tests, driven through chromedriver's W3C WebDriver HTTP API with
 plain urllib (no Selenium). The Debian packages ``chromium`` and ``chromium-driver`` provide both
 programs (``.ci/run`` installs them); without them a browser test is skipped, except under CI
-(``$CI`` set), where it fails. Use: ``pytestmark = webdriver.needed()`` and the ``browser`` fixture
-(``from webdriver import browser``).
+(``$CI`` set), where it fails. Use the ``browser`` fixture (``from webdriver import browser``), which
+skips by itself, or ``webdriver.needed()`` at a module's top.
 """
 from __future__ import annotations
 
@@ -24,12 +24,12 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 
 def needed() -> None:
-    """Skip the calling test module without Chromium and its driver (fail instead under CI)."""
+    """Skip the calling test (or module, at import) without Chromium and its driver (fail instead under CI)."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
         reason = "needs the Debian packages chromium and chromium-driver (.ci/run installs them)"
         if os.environ.get("CI"):
             pytest.fail(reason, pytrace=False)
-        pytest.skip(reason, allow_module_level=True)
+        pytest.skip(reason, allow_module_level=True)  # also inside a test or fixture
 
 
 def _free_port() -> int:
@@ -54,13 +54,22 @@ class WebDriver:
         except urllib.error.HTTPError as err:
             raise AssertionError(f"WebDriver {method} {path}: {err.read().decode()[:500]}") from None
 
+    def open(self, url: str) -> None:
+        self.call("POST", f"/session/{self.session}/url", {"url": url})
+
     def script(self, source: str):
         return self.call("POST", f"/session/{self.session}/execute/sync", {"script": source, "args": []})
+
+    def screenshot(self) -> bytes:
+        import base64
+
+        return base64.b64decode(self.call("GET", f"/session/{self.session}/screenshot"))
 
 
 @pytest.fixture()
 def browser(tmp_path):
     """A headless Chromium session with a fresh profile; chromedriver and Chromium end afterwards."""
+    needed()
     port = _free_port()
     driver = subprocess.Popen([str(CHROMEDRIVER), f"--port={port}"], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)

@@ -152,6 +152,9 @@ class Lab:
     modules: tuple[str, ...] = field(default=())
     """Shared source files or folders (relative to the repo root) whose change makes the references
     stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""
+    requires: tuple[str, ...] = field(default=())
+    """Programs the lab needs besides Python, e.g. ``("g++", "cmake", "make")`` for a C++ lab: the
+    students' README lists them and ``python -m grader check`` says which are missing."""
     support: tuple[str, ...] = field(default=())
     """Files or folders next to the notebook that belong to it, e.g. ``("cpp",)`` for a C++ project.
 

@@ -39,6 +39,36 @@ class TinyGrouped(nn.Module):
         return self.head(x.flatten(1))
 
 
+class TinyTied(nn.Module):
+    """A small course-made autoencoder with what torchvision's models never have.
+
+    * **A tied weight**: ``decode`` (a ``ConvTranspose2d``) uses ``encode``'s weight tensor, as tied
+      autoencoders and language models (embedding = output layer) do. It is *one* parameter of
+      8 x 2 x 3 x 3 = 144 elements that two modules hold: ``model.parameters()`` yields it once.
+    * **A transposed convolution** with ``groups=2`` that doubles the resolution.
+    * **A module called twice** (``mix``, a Linear on a 4-D tensor) and a ReLU called three times.
+
+    Input: ``N x 4 x H x W`` (H and W even); output ``N x 10``. 546 parameters.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encode = nn.Conv2d(4, 8, kernel_size=3, stride=2, padding=1, groups=2)
+        self.act = nn.ReLU()
+        self.mix = nn.Linear(8, 8)
+        self.decode = nn.ConvTranspose2d(8, 4, kernel_size=3, stride=2, padding=1, output_padding=1, groups=2)
+        self.decode.weight = self.encode.weight            # tied: one tensor, two modules
+        self.refine = nn.Conv2d(4, 4, kernel_size=3, padding=1)
+        self.pool = nn.AdaptiveAvgPool2d(2)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.act(self.encode(x)).permute(0, 2, 3, 1)   # N x H/2 x W/2 x 8: channels last
+        h = self.mix(self.act(self.mix(h))).permute(0, 3, 1, 2)
+        y = self.act(self.refine(self.decode(h)))          # back to N x 4 x H x W
+        return self.head(self.pool(y).flatten(1))
+
+
 def seed_bn(model: nn.Module, seed: int = 1) -> nn.Module:
     """Give every BatchNorm of ``model`` non-trivial statistics, in place, and return ``model``.
 
@@ -81,6 +111,7 @@ BUILDERS: dict[str, Callable[[], nn.Module]] = {
     "squeezenet1_1": _torchvision("squeezenet1_1"),
     "alexnet": _torchvision("alexnet"),
     "tiny_grouped": TinyGrouped,
+    "tiny_tied": TinyTied,
     "resnet18_bnstats": _resnet18_bnstats,
 }
 """Every model the course builds, by name."""

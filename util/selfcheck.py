@@ -9,7 +9,7 @@ It reads the answer that ``submit`` exported (``outputs/<lab>/<task>.json``) and
 function up in the notebook's namespace, then runs the task's public checks (``Task.checks``,
 declared in ``util/labs/labN/public_checks.py``). It never reads the grader's reference file and never runs a
 hidden case: passing every public check is necessary, not sufficient, for full marks.
-``python -m grader check NOTEBOOK`` runs the same checks on a fresh run of a whole notebook.
+``python -m grader check labN`` (from any folder) runs the same checks on a fresh run of a whole notebook.
 """
 from __future__ import annotations
 
@@ -152,12 +152,14 @@ def check(target: str, namespace: Mapping[str, Any] | None = None) -> None:
     print("\n\n".join(report.text() for report in reports(target, namespace)))
 
 
-def write_reports(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
-    """Run every public check of ``lab_name`` and write the reports as JSON to ``path``.
+def write_reports(lab_name: str, namespace: Mapping[str, Any], path: str, tasks: tuple[str, ...] = ()) -> None:
+    """Run every public check of ``lab_name`` (only those of ``tasks`` if given) and write the
+    reports as JSON to ``path``.
 
     Used by ``python -m grader check``, which appends a call to a fresh run of the notebook.
     """
-    write_json(Path(path), [asdict(report) for report in reports(lab_name, namespace)])
+    found = [report for target in (tasks or (lab_name,)) for report in reports(target, namespace)]
+    write_json(Path(path), [asdict(report) for report in found])
 
 
 def read_reports(path: Path) -> list[TaskReport]:
@@ -165,7 +167,7 @@ def read_reports(path: Path) -> list[TaskReport]:
     return [TaskReport.from_dict(item) for item in json.loads(path.read_text(encoding="utf-8"))]
 
 
-def cell_source(lab_name: str, path: Path) -> str:
+def cell_source(lab_name: str, path: Path, tasks: tuple[str, ...] = ()) -> str:
     """The code of the cell ``python -m grader check`` appends to a notebook."""
     return ("import util.selfcheck as _course_selfcheck\n"
-            f"_course_selfcheck.write_reports({lab_name!r}, globals(), {str(path)!r})")
+            f"_course_selfcheck.write_reports({lab_name!r}, globals(), {str(path)!r}, {tuple(tasks)!r})")

@@ -9,8 +9,13 @@ the support files with their regions stubbed (C++ stubs compile and throw), and 
 submission is a folder ``grader/examples/<lab>/<mistake>/`` holding ``<mistake>.ipynb`` and the
 support files with the mistake applied. Support folders' ``build/`` sub-folders are never copied.
 
+A lab's figures (``util/labs/labN/figures.py``, see :mod:`grader.author.figures`) are drawn and
+embedded as attachments of the solution's markdown cells, so the build also rewrites the solution
+notebook of a lab that has figures, and only those attachments in it.
+
 ``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
-left behind, a committed notebook carries outputs, or a task heading disagrees with the declaration.
+left behind, a committed notebook carries outputs, a task heading disagrees with the declaration,
+or a figure changed without being embedded again.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from grader import REPO, notebook
+from grader.author import figures, handouts
 from grader.author.markers import (
     MarkerError,
     has_markers,
@@ -111,8 +117,9 @@ def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
 
 
 def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """The lab as students get it: stubs for solution regions, no outputs."""
+    """The lab as students get it: stubs for solution regions, no outputs, the course kernel's metadata."""
     nb = notebook.strip_outputs(copy.deepcopy(nb))
+    nb.metadata.update(copy.deepcopy(notebook.KERNEL_METADATA))  # opening it in JupyterLab changes nothing
     titles = {t.id: t.title for t in lab.tasks}
     for index, (cell, task_id) in enumerate(zip(nb.cells, notebook.cell_tasks(nb))):
         if cell.cell_type == "code":
@@ -155,9 +162,11 @@ def outputs(lab: Lab) -> list[BuildOutput]:
     """Every file the build writes for ``lab``, in memory."""
     nb = notebook.read(SOLUTIONS / lab.notebook)
     problems = validate_solution(lab, nb)
+    problems += figures.embed(lab, nb, f"solutions/{lab.notebook}")
     if problems:
         raise ValueError("\n".join(problems))
-    out = [BuildOutput(LABS / lab.notebook, notebook.dumps(student_copy(lab, nb)))]
+    out = [BuildOutput(SOLUTIONS / lab.notebook, notebook.dumps(nb))] if figures.lab_figures(lab) else []
+    out.append(BuildOutput(LABS / lab.notebook, notebook.dumps(student_copy(lab, nb))))
     support = support_files(lab)
     folder = (LABS / lab.notebook).parent
     out += [BuildOutput(folder / name, _stub_support(lab, name, text)) for name, text in support.items()]
@@ -171,13 +180,7 @@ def outputs(lab: Lab) -> list[BuildOutput]:
 
 def build(lab: Lab) -> list[Path]:
     """Write the generated files of ``lab``; return the paths that changed."""
-    changed = []
-    for item in outputs(lab):
-        if not item.path.exists() or item.path.read_text(encoding="utf-8") != item.text:
-            item.path.parent.mkdir(parents=True, exist_ok=True)
-            item.path.write_text(item.text, encoding="utf-8")
-            changed.append(item.path)
-    return changed
+    return _write(outputs(lab))
 
 
 def check(lab: Lab) -> list[str]:
@@ -193,7 +196,7 @@ def check(lab: Lab) -> list[str]:
             problems.append(f"{rel} is missing: run `python -m grader build`")
         elif item.path.read_text(encoding="utf-8") != item.text:
             problems.append(f"{rel} is stale: run `python -m grader build`")
-        elif has_markers(item.path.read_text(encoding="utf-8")):
+        elif not item.path.is_relative_to(SOLUTIONS) and has_markers(item.path.read_text(encoding="utf-8")):
             problems.append(f"{rel} still contains a solution marker")
     expected = {item.path for item in items}
     folder = EXAMPLES / lab.name
@@ -210,6 +213,21 @@ def check(lab: Lab) -> list[str]:
                  and not set(p.relative_to(generated).parts) & set(SKIPPED)]
         problems += [f"{_rel(p)} is not generated from solutions/; delete it" for p in sorted(stale)]
     return problems
+
+
+def course_outputs() -> list[BuildOutput]:
+    """Files the build writes for the whole course: ``labs/README.md`` (see :mod:`grader.author.handouts`)."""
+    return [BuildOutput(handouts.LABS_README, handouts.labs_readme())]
+
+
+def _write(items: list[BuildOutput]) -> list[Path]:
+    changed = []
+    for item in items:
+        if not item.path.exists() or item.path.read_text(encoding="utf-8") != item.text:
+            item.path.parent.mkdir(parents=True, exist_ok=True)
+            item.path.write_text(item.text, encoding="utf-8")
+            changed.append(item.path)
+    return changed
 
 
 def clean_solution(lab: Lab) -> bool:
@@ -232,6 +250,8 @@ def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = F
                 print(f"cleared outputs in solutions/{lab.notebook}")
     if check_only:
         problems = [p for lab in labs for p in check(lab)]
+        problems += [f"{_rel(item.path)} is stale: run `python -m grader build`" for item in course_outputs()
+                     if not item.path.exists() or item.path.read_text(encoding="utf-8") != item.text]
         for problem in problems:
             print(f"build --check: {problem}", file=sys.stderr)
         if not problems:
@@ -249,4 +269,6 @@ def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = F
             print(f"wrote {_rel(path)}")
         if not changed:
             print(f"{lab.name}: up to date")
+    for path in _write(course_outputs()):
+        print(f"wrote {_rel(path)}")
     return status

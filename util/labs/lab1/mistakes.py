@@ -10,15 +10,15 @@ MISTAKES = (
             '    flops = {kind: 2 * macs for kind, macs in by_type.items()}  # a MAC is a multiply and an add\n'
             '    return {"total": sum(flops.values()), "by_type": dict(sorted(flops.items()))}'),),
         expected_failures={"1.4": (ANSWER, "resnet18@1x3x224x224", "mobilenet_v3_small@1x3x160x160",
-                                   "squeezenet1_1@1x3x128x128", "tiny_grouped@2x4x16x16")},
+                                   "squeezenet1_1@1x3x128x128", "tiny_grouped@2x4x16x16", "tiny_tied@2x4x16x16")},
     ),
     Mistake(
         name="grouped_conv_ignored",
         description="counts every input channel for every output, forgetting groups (depthwise convs)",
         replacements=((
-            "output.numel() * module.weight[0].numel()",
-            "output.numel() * module.in_channels * module.kernel_size[0] * module.kernel_size[1]"),),
-        expected_failures={"1.4": ("mobilenet_v3_small@1x3x160x160", "tiny_grouped@2x4x16x16")},
+            "driving.numel() * module.weight[0].numel()",
+            "driving.numel() * module.in_channels * module.kernel_size[0] * module.kernel_size[1]"),),
+        expected_failures={"1.4": ("mobilenet_v3_small@1x3x160x160", "tiny_grouped@2x4x16x16", "tiny_tied@2x4x16x16")},
     ),
     Mistake(
         name="trainable_missing",
@@ -42,6 +42,23 @@ MISTAKES = (
         replacements=((
             "lambda mod, inputs, output, name=name: outputs.__setitem__(name, output.detach())",
             "lambda mod, inputs, output: outputs.__setitem__(type(mod).__name__, output.detach())"),),
-        expected_failures={"1.5": (ANSWER, "resnet18@1x3x64x64", "tiny_grouped@2x4x16x16")},
+        expected_failures={"1.5": (ANSWER, "resnet18@1x3x64x64", "tiny_grouped@2x4x16x16", "tiny_tied@2x4x16x16")},
+    ),
+    Mistake(
+        name="transposed_conv_as_conv",
+        description="counts a transposed convolution like a convolution, per output element instead of "
+                    "per input element, so an upsampling layer looks twice as expensive as it is",
+        replacements=((
+            "driving = inputs[0] if module.transposed else output",
+            "driving = output  # one filter per output element"),),
+        expected_failures={"1.4": ("tiny_tied@2x4x16x16",)},
+    ),
+    Mistake(
+        name="tied_weight_counted_twice",
+        description="adds up every module's own parameters, so a weight two layers share counts twice",
+        replacements=((
+            "total = sum(p.numel() for p in model.parameters())",
+            "total = sum(p.numel() for m in model.modules() for p in m.parameters(recurse=False))"),),
+        expected_failures={"1.1": ("tiny_tied",)},
     ),
 )

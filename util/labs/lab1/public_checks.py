@@ -32,6 +32,37 @@ def _mixed_dtypes():
     return nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 2).half())  # 8 x 4 bytes + 6 x 2 bytes
 
 
+def _tied_linears():
+    """Two Linear(3, 3) holding one weight: 9 (shared, once) + 3 + 3 = 15 parameters."""
+    from torch import nn
+
+    tied = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3))
+    tied[1].weight = tied[0].weight
+    return tied
+
+
+def _linear_twice():
+    """The notebook's ``Twice``: a Linear(4, 4) called, a ReLU, the same Linear again."""
+    from torch import nn
+
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mix, self.act = nn.Linear(4, 4), nn.ReLU()
+
+        def forward(self, x):
+            return self.mix(self.act(self.mix(x)))
+
+    return Twice()
+
+
+def _conv_then_transposed():
+    """A Conv2d(1, 2, 1) then a ConvTranspose2d(2, 1, 1): only the first is an nn.Conv2d."""
+    from torch import nn
+
+    return nn.Sequential(nn.Conv2d(1, 2, 1), nn.ConvTranspose2d(2, 1, 1))
+
+
 def _conv_relu():
     from torch import nn
 
@@ -52,6 +83,12 @@ def _conv(*args, **kwargs):
     from torch import nn
 
     return nn.Conv2d(*args, **kwargs)
+
+
+def _transposed(*args, **kwargs):
+    from torch import nn
+
+    return nn.ConvTranspose2d(*args, **kwargs)
 
 
 def _linear(*args):
@@ -89,6 +126,13 @@ def _check_constant_conv(fn) -> str | None:
                  equal(result["total_bytes"], 32, "total_bytes"))
 
 
+def _check_conv_only(fn) -> str | None:
+    import torch
+
+    rows = fn(_conv_then_transposed(), torch.ones(1, 1, 2, 2))["layers"]
+    return equal([row["name"] for row in rows], ["0"], "the rows' names")
+
+
 CHECKS_1_1 = (
     Check("trainable + non_trainable = total",
           lambda a: equal(a["trainable"] + a["non_trainable"], a["total"], "trainable + non_trainable"),
@@ -104,6 +148,10 @@ CHECKS_1_1 = (
           lambda f: equal(f(_tiny_frozen()), {"total": 12, "trainable": 6, "non_trainable": 6}, "the result"),
           "the hand count in the notebook: 6 + 2 + 2 + 2 = 12 parameters; BatchNorm's running statistics "
           "are buffers", function=True),
+    Check("count_parameters on two Linear(3, 3) that share one weight",
+          lambda f: equal(f(_tied_linears()), {"total": 15, "trainable": 15, "non_trainable": 0}, "the result"),
+          "a shared tensor is one parameter: 9 + 3 + 3 = 15; model.parameters() yields each tensor once",
+          function=True),
 )
 CHECKS_1_2 = (
     Check("float32 bytes = 4 x GoogLeNet's documented parameter count",
@@ -117,6 +165,9 @@ CHECKS_1_2 = (
           lambda f: equal(f(_mixed_dtypes()), 8 * 4 + 6 * 2, "the result"),
           "each tensor in its own dtype: 8 float32 elements x 4 bytes + 6 float16 elements x 2 bytes = 44",
           function=True),
+    Check("weight_bytes on two Linear(3, 3) that share one weight",
+          lambda f: equal(f(_tied_linears()), 15 * 4, "the result"),
+          "a shared tensor is stored once: 15 float32 parameters x 4 bytes = 60", function=True),
 )
 CHECKS_1_3 = (
     Check("every row has name, type, output_shape, params",
@@ -129,15 +180,22 @@ CHECKS_1_3 = (
           lambda a: equal(a[0], {"name": "conv1.conv", "type": "Conv2d", "output_shape": [1, 64, 112, 112],
                                  "params": 9408}, "the first row"),
           "use the dotted name from model.named_modules(), not torchinfo's attribute name"),
-    Check("layer names are unique",
-          lambda a: equal(len({r["name"] for r in a}), len(a), "the number of distinct names"),
-          "torchinfo's var_name ('conv') repeats; the dotted names of named_modules() do not"),
+    Check("130 rows: GoogLeNet runs 130 leaf layers, each once",
+          lambda a: equal(len(a), 130, "the number of rows"),
+          "one row per call of a leaf layer (layer.is_leaf_layer); containers get no row"),
     Check("layer_table on Conv2d(3, 4, 3) + ReLU at 1x3x8x8",
           lambda f: equal(f(_conv_relu(), (1, 3, 8, 8)),
                           [{"name": "0", "type": "Conv2d", "output_shape": [1, 4, 6, 6], "params": 112},
                            {"name": "1", "type": "ReLU", "output_shape": [1, 4, 6, 6], "params": 0}], "the result"),
           "a 3x3 kernel without padding shrinks 8 to 6; the conv holds 4 x 3 x 3 x 3 weights + 4 biases",
           function=True),
+    Check("layer_table on a Linear(4, 4) called twice with a ReLU in between, at 1x4",
+          lambda f: equal(f(_linear_twice(), (1, 4)),
+                          [{"name": "mix", "type": "Linear", "output_shape": [1, 4], "params": 20},
+                           {"name": "act", "type": "ReLU", "output_shape": [1, 4], "params": 0},
+                           {"name": "mix", "type": "Linear", "output_shape": [1, 4], "params": 20}], "the result"),
+          "one row per call, in call order: a module that runs twice has two rows with the same name, "
+          "each with the parameters it holds", function=True),
 )
 CHECKS_1_4 = (
     Check("own: total = the sum of by_type",
@@ -157,6 +215,11 @@ CHECKS_1_4 = (
           lambda f: equal(f(_linear(4, 5), (2, 3, 4)), {"total": 120, "by_type": {"Linear": 120}}, "the result"),
           "output elements (2 x 3 x 5) x in_features (4); leading dimensions multiply the count",
           function=True),
+    Check("count_macs on ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2) at 1x8x4x4",
+          lambda f: equal(f(_transposed(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2), (1, 8, 4, 4)),
+                          {"total": 2304, "by_type": {"ConvTranspose2d": 2304}}, "the result"),
+          "a transposed convolution multiplies each INPUT element by C_out / groups x kernel weights: "
+          "128 x 2 x 9 = 2,304 (per output element it would be 256 x 18, twice too many)", function=True),
 )
 CHECKS_1_5 = (
     Check("one row per Conv2d that ran (GoogLeNet runs 57)",
@@ -175,6 +238,9 @@ CHECKS_1_5 = (
           _check_constant_conv,
           "outputs 2, 2, 2, 2, -1, -1, -1, -1: mean 0.5, std 1.6036 (unbiased, torch's default), min -1, "
           "max 2, 8 float32 elements = 32 bytes", function=True),
+    Check("conv_activation_summary on Conv2d(1, 2, 1) then ConvTranspose2d(2, 1, 1): one row, named 0",
+          _check_conv_only,
+          "only nn.Conv2d modules count: a ConvTranspose2d is not an nn.Conv2d", function=True),
 )
 
 

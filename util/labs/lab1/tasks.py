@@ -2,7 +2,8 @@
 
 The notebook exports one answer per task with ``util.submit``; the grader also calls the student's
 functions on the hidden cases below (other torchvision models, other input shapes, frozen layers,
-mixed dtypes), so a hard-coded number cannot pass.
+mixed dtypes, and ``tiny_tied``: a weight shared by two layers, a layer called twice, a transposed
+convolution), so a hard-coded number cannot pass. The notebook states the convention for each.
 """
 from __future__ import annotations
 
@@ -52,39 +53,42 @@ LAB = Lab(
     modules=("util/models.py",),
     tasks=(
         Task(
-            id="1.1", title="Parameters", points=6,
+            id="1.1", title="Parameters", points=4,
             answer="a dict {'total': int, 'trainable': int, 'non_trainable': int}",
             keys=("total", "trainable", "non_trainable"),
             function="count_parameters", run_case=_call_model,
             cases=(
                 Case("resnet18 with layer1 frozen", {"model": "resnet18", "freeze": ["conv1", "bn1", "layer1"]}, 2),
                 Case("mobilenet_v2", {"model": "mobilenet_v2"}, 2),
+                Case("tiny_tied", {"model": "tiny_tied"}, 2),
             ),
             checks=CHECKS["1.1"],
         ),
         Task(
-            id="1.2", title="Weight memory", points=6,
+            id="1.2", title="Weight memory", points=4,
             answer="a dict of weight bytes per dtype {'float32': int, 'float16': int, 'bfloat16': int}",
             keys=("float32", "float16", "bfloat16"),
             function="weight_bytes", run_case=_call_model,
             cases=(
                 Case("resnet18 float32", {"model": "resnet18"}, 2),
                 Case("tiny_grouped with a float16 stem", {"model": "tiny_grouped", "half": ["stem", "bn"]}, 2),
+                Case("tiny_tied", {"model": "tiny_tied"}, 2),
             ),
             checks=CHECKS["1.2"],
         ),
         Task(
-            id="1.3", title="Layer summary (torchinfo)", points=9,
-            answer="a list of rows {'name', 'type', 'output_shape', 'params'}, one per leaf layer run",
+            id="1.3", title="Layer summary (torchinfo)", points=6,
+            answer="a list of rows {'name', 'type', 'output_shape', 'params'}, one per call of a leaf layer",
             function="layer_table", run_case=_call_model_shape,
             cases=(
                 Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 3),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 3),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 3),
             ),
             checks=CHECKS["1.3"],
         ),
         Task(
-            id="1.4", title="MACs", points=16,
+            id="1.4", title="MACs", points=10,
             answer="a dict {'ptflops': {...}, 'own': {...}, 'tools': {...}}",
             keys=("ptflops", "own", "tools"),
             function="count_macs", run_case=_call_model_shape,
@@ -94,17 +98,19 @@ LAB = Lab(
                      {"model": "mobilenet_v3_small", "input_shape": [1, 3, 160, 160]}, 6),
                 Case("squeezenet1_1@1x3x128x128", {"model": "squeezenet1_1", "input_shape": [1, 3, 128, 128]}, 6),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6),
             ),
             checks=CHECKS["1.4"],
         ),
         Task(
-            id="1.5", title="Conv activations (forward hooks)", points=13,
+            id="1.5", title="Conv activations (forward hooks)", points=7,
             answer="a dict {'layers': [rows {'name','shape','mean','std','min','max','bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"), tolerance=STATS,
             function="conv_activation_summary", run_case=_call_model_input,
             cases=(
                 Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 6),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6),
             ),
             checks=CHECKS["1.5"],
         ),

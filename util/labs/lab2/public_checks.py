@@ -32,6 +32,27 @@ def _toy():
     return onnx.shape_inference.infer_shapes(toy)
 
 
+def _toy2():
+    """The notebook's second toy: const -> scale (x * c) -> double (m + m) -> shape (of y, unused) -> relu (of m)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    f32 = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["c"], name="const",
+                          value=numpy_helper.from_array(np.array(2.0, dtype=np.float32), "c")),
+         helper.make_node("Mul", ["x", "c"], ["m"], name="scale"),
+         helper.make_node("Add", ["m", "m"], ["y"], name="double"),
+         helper.make_node("Shape", ["y"], ["s"], name="shape"),
+         helper.make_node("Relu", ["m"], ["z"], name="relu")],
+        "toy2", inputs=[helper.make_tensor_value_info("x", f32, [1, 4])],
+        outputs=[helper.make_tensor_value_info("y", f32, [1, 4]), helper.make_tensor_value_info("z", f32, [1, 4])])
+    toy2 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    toy2.ir_version = 8
+    return onnx.shape_inference.infer_shapes(toy2)
+
+
 def _reshape_toy():
     """x (1x4 float32) reshaped by an int64 shape tensor [2, 2]: int64 takes 8 bytes per element."""
     import numpy as np
@@ -142,6 +163,17 @@ CHECKS_2_3 = (
                            "peak_node": "matmul", "peak_bytes": 176, "written_bytes": 112, "total_bytes": 336},
                           "the result"),
           "a node reads every input in full, weights included (W: 128 bytes)", function=True),
+    Check("bandwidth_report on the second toy (a Constant, m + m, an unused int64 Shape)",
+          lambda f: equal(f(_toy2(), _sizes(_toy2())),
+                          {"per_node": [{"node": "const", "op_type": "Constant", "read": 0, "written": 4},
+                                        {"node": "scale", "op_type": "Mul", "read": 20, "written": 16},
+                                        {"node": "double", "op_type": "Add", "read": 32, "written": 16},
+                                        {"node": "shape", "op_type": "Shape", "read": 16, "written": 16},
+                                        {"node": "relu", "op_type": "Relu", "read": 16, "written": 16}],
+                           "peak_node": "double", "peak_bytes": 48, "written_bytes": 68, "total_bytes": 152},
+                          "the result"),
+          "a name in two input slots is read twice (m + m reads 32 bytes); a Constant reads nothing and "
+          "writes its value; Shape writes int64 (8 bytes per element)", function=True),
 )
 CHECKS_2_4 = (
     Check("one row per node (222)",
@@ -155,6 +187,14 @@ CHECKS_2_4 = (
                                         {"node": "concat", "live_bytes": 96}],
                            "peak_node": "concat", "peak_bytes": 96}, "the result"),
           "x stays live until its last consumer (concat); weights do not count", function=True),
+    Check("live_memory on the second toy (a Constant, a graph output read again, an unused tensor)",
+          lambda f: equal(f(_toy2(), _sizes(_toy2())),
+                          {"per_node": [{"node": "const", "live_bytes": 20}, {"node": "scale", "live_bytes": 36},
+                                        {"node": "double", "live_bytes": 32}, {"node": "shape", "live_bytes": 48},
+                                        {"node": "relu", "live_bytes": 48}],
+                           "peak_node": "shape", "peak_bytes": 48}, "the result"),
+          "Constant outputs count; a graph output (y) stays live to the last step; a tensor nothing reads "
+          "(s) is live only at its producer's step; on a tie the first step is the peak", function=True),
 )
 CHECKS_2_5 = (
     Check("one point per MobileNetV2 node (222)",

@@ -48,32 +48,40 @@ def _export_check(fn) -> str | None:
     return None if worst <= 1e-5 else f"the loaded module differs from the model by up to {worst:.2g}"
 
 
-def _small_net(part: str):
-    """A small traced net (grouped conv, BatchNorm, nested Sequential, Linear) for the analyzer's checks."""
+def _small_net(name: str):
+    """A small net for the analyzer's checks (grouped conv, BatchNorm, nested Sequential, Linear, ...)."""
     import torch
     from torch import nn
 
     torch.manual_seed(0)
-    if part == "weights":    # conv 8x2x3x3 + 8, BatchNorm 8 + 8 (its running statistics are buffers)
+    if name == "weights":    # conv 8x2x3x3 + 8, BatchNorm 8 + 8 (its running statistics are buffers)
         return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.BatchNorm2d(8)).eval()
-    if part == "activations":
+    if name == "tied":       # two Linear(3, 3) holding one weight: 9 + 3 + 3 parameters in 3 tensors
+        tied = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 3)).eval()
+        tied[1].weight = tied[0].weight
+        return tied
+    if name == "activations":
         return nn.Sequential(nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.ReLU())).eval()
+    if name == "transposed":  # 1x8x4x4 -> 1x4x8x8
+        return nn.Sequential(nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2)).eval()
     return nn.Sequential(nn.Conv2d(4, 8, 3, padding=1, groups=2), nn.Flatten(), nn.Linear(512, 10)).eval()
 
 
-def _analyze_small(analyzer, part: str) -> Any:
+def _analyze_small(analyzer, part: str, net: str | None = None, shape: tuple[int, ...] = (1, 4, 8, 8)) -> Any:
+    """``part`` of the analyzer's report on the small net ``net`` (default: the one named like the part)."""
     import tempfile
     import warnings
     from pathlib import Path
 
     import torch
 
+    net = net or part
     with tempfile.TemporaryDirectory(prefix="selfcheck-") as folder, warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        path = Path(folder) / f"small_{part}.pt"
+        path = Path(folder) / f"small_{net}.pt"
         with torch.no_grad():
-            torch.jit.trace(_small_net(part), torch.zeros(1, 4, 8, 8)).save(str(path))
-        return analyzer(path, [1, 4, 8, 8], part)
+            torch.jit.trace(_small_net(net), torch.zeros(shape)).save(str(path))
+        return analyzer(path, list(shape), part)
 
 
 def _row_bytes(row: dict) -> str | None:
@@ -94,7 +102,8 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                                   "output_shape": [1, 1000], "matches_eager": True}, "the description"),
               "trace the model in eval mode on a zero input and save the traced module (not torch.save)"),
         Check("export_torchscript on a small conv net: the file loads and computes the same", _export_check,
-              "torch.jit.trace(model, torch.zeros(input_shape)).save(path)", function=True),
+              "trace (not script) on an input of input_shape, then save with the traced module's own save "
+              "method: torch.save pickles Python objects that torch.jit.load cannot read", function=True),
     ),
     "4.1": (
         Check("parameters = GoogLeNet's documented count; bytes = 4 x parameters (float32)",
@@ -106,6 +115,11 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                                "the weights"),
               "conv 8 x (4 / 2) x 3 x 3 + 8 bias, BatchNorm 8 weight + 8 bias; running_mean, running_var and "
               "num_batches_tracked are buffers", function=True),
+        Check("analyzer on two Linear(3, 3) that share one weight: 3 tensors, 15 parameters, 60 bytes",
+              lambda fn: equal(_analyze_small(fn, "weights", "tied", (1, 3)),
+                               {"tensors": 3, "parameters": 15, "bytes": 60}, "the weights"),
+              "named_parameters() lists the shared weight under both modules; it is one tensor, stored once: "
+              "count each TensorImpl once (9 + 3 + 3 = 15 parameters)", function=True),
     ),
     "4.2": (
         Check("each row's bytes = elements x element_size",
@@ -135,5 +149,10 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               lambda fn: equal(_analyze_small(fn, "macs")["total"], 9216 + 5120, "total"),
               "the grouped conv sees C_in / groups = 2 channels: 512 x 2 x 9 = 9,216 (lab 1's hand count)",
               function=True),
+        Check("analyzer on ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2) at 1x8x4x4: "
+              "2,304 MACs",
+              lambda fn: equal(_analyze_small(fn, "macs", "transposed", (1, 8, 4, 4))["total"], 2304, "total"),
+              "aten::_convolution with transposed = true: each INPUT element meets C_out / groups x kernel "
+              "weights, 128 x 2 x 9 = 2,304 (lab 1's hand count)", function=True),
     ),
 }

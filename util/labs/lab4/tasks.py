@@ -4,8 +4,8 @@ A submission is a folder: the notebook and its ``cpp/`` project (``support``), c
 the grader's scratch folder, where the notebook builds the C++ (so the compiler runs in the sandbox).
 Task 4.0 is Python (the TorchScript export); tasks 4.1-4.3 are the student's C++, which the grader
 also runs on models the notebook never shows (ResNet-18, MobileNetV2 with depthwise convolutions,
-and ``tiny_addmm``: grouped and dilated convolutions, a functional ``torch.addmm``, a module called
-twice), exported by the course's own ``util.labs.lab4.torchscript.export`` so that a slip in 4.0 is not
+``tiny_addmm``: grouped and dilated convolutions, a functional ``torch.addmm``, a module called
+twice; and ``tiny_tied``: a weight two modules share, a transposed convolution), exported by the course's own ``util.labs.lab4.torchscript.export`` so that a slip in 4.0 is not
 charged again. A C++ build error fails every check of 4.1-4.3 with the compiler's message; 4.0 keeps
 its points.
 """
@@ -21,6 +21,7 @@ from util.labs.lab4.public_checks import CHECKS
 RESNET18 = {"model": "resnet18", "input_shape": [1, 3, 128, 128]}
 MOBILENET_V2 = {"model": "mobilenet_v2", "input_shape": [1, 3, 160, 160]}
 TINY = {"model": "tiny_addmm", "input_shape": [2, 4, 16, 16]}
+TIED = {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}
 CPP = ("lab4_libtorch/cpp/CMakeLists.txt", "lab4_libtorch/cpp/scaffold.h", "lab4_libtorch/cpp/scaffold.cpp",
        "lab4_libtorch/cpp/analysis.cpp")
 
@@ -49,7 +50,7 @@ def _analyze(part: str) -> Callable[[Callable, Mapping[str, Any]], Any]:
 
 def _cpp_cases(points: float) -> tuple[Case, ...]:
     return tuple(Case(f"{spec['model']}@{'x'.join(map(str, spec['input_shape']))}", spec, points)
-                 for spec in (RESNET18, MOBILENET_V2, TINY))
+                 for spec in (RESNET18, MOBILENET_V2, TINY, TIED))
 
 
 
@@ -58,7 +59,7 @@ def prepare() -> None:
     from util.labs.lab4.torchscript import export
 
     export("googlenet", (1, 3, 224, 224))
-    for spec in (RESNET18, MOBILENET_V2, TINY):
+    for spec in (RESNET18, MOBILENET_V2, TINY, TIED):
         export(spec["model"], spec["input_shape"])
 
 
@@ -68,6 +69,7 @@ LAB = Lab(
     title="libtorch C++ model analysis",
     notebook="lab4_libtorch/lab4_libtorch.ipynb",
     support=("cpp",),
+    requires=("g++", "cmake", "make"),
     cell_timeout=300,
     notebook_timeout=600,
     modules=("util/models.py", *(f"solutions/{path}" for path in CPP)),
@@ -85,7 +87,7 @@ LAB = Lab(
             checks=CHECKS["4.0"],
         ),
         Task(
-            id="4.1", title="Weight memory (C++)", points=6,
+            id="4.1", title="Weight memory (C++)", points=3,
             answer="the analyzer's 'weights' JSON: {'tensors': int, 'parameters': int, 'bytes': int}",
             keys=("tensors", "parameters", "bytes"),
             function="analyzer", run_case=_analyze("weights"), cases=_cpp_cases(3),
@@ -96,7 +98,7 @@ LAB = Lab(
             answer="the analyzer's 'activations' JSON: {'layers': [rows {'name','type','shape','element_size',"
                    "'bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"),
-            function="analyzer", run_case=_analyze("activations"), cases=_cpp_cases(8),
+            function="analyzer", run_case=_analyze("activations"), cases=_cpp_cases(6),
             checks=CHECKS["4.2"],
         ),
         Task(
@@ -104,7 +106,7 @@ LAB = Lab(
             answer="the analyzer's 'macs' JSON: {'nodes': [rows {'module','kind','macs'}], 'by_kind': {...}, "
                    "'total': int}",
             keys=("nodes", "by_kind", "total"),
-            function="analyzer", run_case=_analyze("macs"), cases=_cpp_cases(8),
+            function="analyzer", run_case=_analyze("macs"), cases=_cpp_cases(6),
             checks=CHECKS["4.3"],
         ),
     ),

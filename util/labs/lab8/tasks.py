@@ -124,6 +124,7 @@ LAB = Lab(
     title="Graph executor",
     notebook="lab8_graph_executor/lab8_graph_executor.ipynb",
     support=("kernel",),
+    requires=("g++",),
     prepare="util.labs.lab8.tasks:prepare",
     notebook_timeout=600,
     modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py",

@@ -50,7 +50,8 @@ ModuleCall record_calls(const torch::jit::Module& model, const std::vector<int64
 
 // ---- what you write in analysis.cpp -------------------------------------------------------------
 
-// For task 4.1: every parameter tensor of the model (submodules included), counted once.
+// For task 4.1: every parameter tensor of the model (submodules included); a tensor that
+// several modules share (tied weights) counts once.
 struct WeightReport {
   int64_t tensors = 0;     // number of parameter tensors
   int64_t parameters = 0;  // number of elements, summed over those tensors

@@ -2,6 +2,7 @@
 // YOUR CODE HERE (delete the `throw` line). scaffold.h describes what you are given: the model
 // (torch::jit::Module) and a recorded run of it (ModuleCall, NodeRun). The notebook rebuilds
 // the analyzer and runs it; only this file needs to change.
+#include <set>
 #include <stdexcept>
 
 #include "scaffold.h"
@@ -13,10 +14,15 @@ namespace course {
 // Every parameter tensor of the model, submodules included: model.named_parameters() walks them
 // (recurse=true is its default). A parameter's bytes are numel() * element_size(), in its own dtype.
 // Buffers (BatchNorm's running statistics) are not weights: model.named_buffers() would list them.
+// A tensor that two modules share (tied weights) is stored once: count it once. Unlike Python's
+// model.parameters(), libtorch's named_parameters() lists it under each module that holds it; two
+// entries are the same tensor when tensor.unsafeGetTensorImpl() is the same pointer.
 WeightReport weight_memory(const torch::jit::Module& model) {
   WeightReport report;
+  std::set<const c10::TensorImpl*> seen;
   for (const auto& param : model.named_parameters(/*recurse=*/true)) {
     const at::Tensor& tensor = param.value;
+    if (!seen.insert(tensor.unsafeGetTensorImpl()).second) continue;  // a tied weight, already counted
     report.tensors += 1;
     report.parameters += tensor.numel();
     report.bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());
@@ -59,17 +65,24 @@ ActivationReport activation_memory(const ModuleCall& root) {
 // Task 4.3: MACs (C++)
 //
 // The course convention (lab 1): a convolution costs (output elements) x (C_in / groups) x (kernel
-// elements) MACs, a linear layer (output elements) x in_features; everything else costs 0. In the
-// graph, convolutions are aten::_convolution (traced) or aten::conv2d (scripted) nodes with inputs
-// "input", "weight" (C_out x C_in/groups x kH x kW), "groups"; linear layers are aten::linear
-// ("input", "weight": out_features x in_features) or aten::addmm ("self" = bias, "mat1" = input
-// rows, "mat2" = in_features x out_features). node.arg("weight").toTensor().sizes() gives a shape.
+// elements) MACs, a transposed convolution (input elements) x (C_out / groups) x (kernel elements),
+// a linear layer (output elements) x in_features; everything else costs 0. In the graph,
+// convolutions are aten::_convolution (traced) or aten::conv2d (scripted) nodes with inputs
+// "input", "weight" (C_out x C_in/groups x kH x kW), "groups" and, for aten::_convolution,
+// "transposed" (a bool: node.arg("transposed").toBool()); a transposed convolution's weight is
+// C_in x C_out/groups x kH x kW. Linear layers are aten::linear ("input", "weight": out_features x
+// in_features) or aten::addmm ("self" = bias, "mat1" = input rows, "mat2" = in_features x
+// out_features). node.arg("weight").toTensor().sizes() gives a shape.
 
 // MACs of one node under the convention (0 for every other kind of node).
 int64_t node_macs(const NodeRun& node) {
   if (node.kind == "aten::_convolution" || node.kind == "aten::conv2d") {
-    const at::Tensor& weight = node.arg("weight").toTensor();  // one filter is C_in/groups x kH x kW
-    return node.output().toTensor().numel() * (weight.numel() / weight.size(0));
+    const at::Tensor& weight = node.arg("weight").toTensor();
+    const bool transposed = node.kind == "aten::_convolution" && node.arg("transposed").toBool();
+    // a conv: one output element reads one filter (weight[0]: C_in/groups x kH x kW);
+    // transposed: one input element feeds one slice (weight[0]: C_out/groups x kH x kW)
+    const at::Tensor& driving = transposed ? node.arg("input").toTensor() : node.output().toTensor();
+    return driving.numel() * (weight.numel() / weight.size(0));
   }
   if (node.kind == "aten::linear") {
     return node.output().toTensor().numel() * node.arg("weight").toTensor().size(1);

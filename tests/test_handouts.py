@@ -1,0 +1,215 @@
+"""What students read, for every lab (generic: a new lab is checked without an edit here).
+
+* No student-facing text names a file, folder, module or document the students' copy lacks. The
+  texts: every notebook in ``labs/``, ``labs/README.md``, the copy's README, the public checks'
+  names and hints (``check(...)`` prints them), and the docstrings of every ``util`` module a lab
+  notebook imports (``help()`` shows them). The copy: ``grader.author.release.student_files``.
+* Student-facing text shows only ``python -m grader`` commands that work in the copy.
+* Every lab notebook opens with ``# Lab N: <its declared title>`` and a points table that agrees
+  with the declaration, and states every task's tolerance in that task's section.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import REPO, notebook
+from grader.author import handouts, release
+from util.labs import LABS
+
+COPY_FILES = set(release.student_files()) | {"README.md"}
+COPY_FOLDERS = {"/".join(Path(f).parts[:i]) for f in COPY_FILES for i in range(1, len(Path(f).parts))}
+RUNTIME = ("outputs/", "build/", "cpp/build", "/tmp/")
+"""Paths that exist only once something has run: answers, export caches, the C++ build folder."""
+EXTENSIONS = {"py", "ipynb", "json", "md", "txt", "cpp", "h", "sh", "yaml", "toml", "onnx", "pt", "csv", "cfg"}
+DOCUMENT_WORDS = ("FACTS", "STYLE", "DESIGN", "NOTES", "CHANGELOG", "CONTRIBUTING", "TODO")
+"""Words that name a course document (FACTS.md, ...): one may be named only if the copy has it."""
+CODE_SPAN = re.compile(r"``([^`]+)``|`([^`\n]+)`")
+PATH_TOKEN = re.compile(r"(?<![\w.:/@-])(?:\./)?((?:[A-Za-z_][\w.*-]*/)+(?:[\w.*-]*))")
+MODULE_TOKEN = re.compile(r"\b((?:util|grader)(?:\.[A-Za-z_]\w*)+)")
+GRADER_COMMAND = re.compile(r"python -m grader (\w+)")
+
+
+def _lab_notebooks() -> list[Path]:
+    return sorted(p for p in (REPO / "labs").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
+
+
+def _imported_util_modules() -> set[str]:
+    """The util modules the lab notebooks import (and ``util`` itself)."""
+    found = {"util"}
+    for path in _lab_notebooks():
+        for cell in notebook.read(path).cells:
+            if cell.cell_type == "code":
+                found |= set(re.findall(r"^\s*(?:from|import)\s+(util(?:\.\w+)*)", cell.source, re.M))
+    return found
+
+
+def _module_file(name: str) -> Path | None:
+    base = REPO / Path(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _docstrings(path: Path) -> list[str]:
+    """The module's docstring and those of its public functions and classes (what help() shows)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = [ast.get_docstring(tree) or ""]
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+            out.append(ast.get_docstring(node) or "")
+    return out
+
+
+def student_texts() -> dict[str, tuple[str, Path]]:
+    """Where -> (text, the folder relative paths in it start from) for everything students read."""
+    texts: dict[str, tuple[str, Path]] = {}
+    for path in _lab_notebooks():
+        rel = path.relative_to(REPO)
+        for index, cell in enumerate(notebook.read(path).cells):
+            if cell.cell_type == "markdown":
+                texts[f"{rel} cell {index}"] = (cell.source, rel.parent)
+    texts["labs/README.md"] = ((REPO / "labs" / "README.md").read_text(encoding="utf-8"), Path("labs"))
+    texts["the copy's README.md"] = (handouts.release_readme(), Path("."))
+    for name, lab in LABS.items():
+        for task in lab.tasks:
+            for check in task.checks:
+                texts[f"{name} check {check.name!r}"] = (f"`{check.name}` `{check.hint}`", Path("labs"))
+    for module in sorted(_imported_util_modules()):
+        path = _module_file(module)
+        assert path is not None, f"a lab notebook imports {module}, which is not in the repository"
+        texts[f"help({module})"] = ("\n".join(_docstrings(path)), Path("."))
+    return texts
+
+
+def _exists(token: str, base: Path) -> bool:
+    token = token.removeprefix("./")
+    if token.startswith(RUNTIME) or any(f"/{prefix}" in f"/{token}" for prefix in ("outputs/", "cpp/build")):
+        return True
+    names = [token.replace("labN", name) for name in LABS] if "labN" in token else [token]
+    for name in names:
+        for root in (Path("."), base, Path("labs")):
+            candidate = (root / name).as_posix().rstrip("/")
+            pattern = re.compile(re.escape(candidate).replace(r"\*", "[^/]*") + r"\Z")
+            if any(pattern.match(f) for f in COPY_FILES | COPY_FOLDERS):
+                return True
+    return False
+
+
+def _is_file_path(token: str) -> bool:
+    last = token.rstrip("/").rsplit("/", 1)[-1]
+    return token.endswith("/") or last.rsplit(".", 1)[-1] in EXTENSIONS and "." in last
+
+
+def _module_resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        path = _module_file(".".join(parts[:cut]))
+        if path is not None:
+            if path.relative_to(REPO).as_posix() not in COPY_FILES:
+                return False
+            rest = parts[cut:]
+            if not rest:
+                return True
+            source = path.read_text(encoding="utf-8")
+            return bool(re.search(rf"^\s*(def|class)\s+{rest[0]}\b|^{rest[0]}\s*[:=]", source, re.M))
+    return False
+
+
+def missing_references() -> list[str]:
+    problems = []
+    for where, (text, base) in student_texts().items():
+        spans = [a or b for a, b in CODE_SPAN.findall(text)]
+        for span in spans:
+            for token in PATH_TOKEN.findall(span):
+                if _is_file_path(token) and not _exists(token, base):
+                    problems.append(f"{where}: `{token}` is not in the students' copy")
+            for dotted in MODULE_TOKEN.findall(span):
+                if not _module_resolves(dotted.rstrip(".")):
+                    problems.append(f"{where}: `{dotted}` is not a module or name in the students' copy")
+        for word in DOCUMENT_WORDS:
+            if re.search(rf"\b{word}\b", text) and not any(Path(f).stem == word for f in COPY_FILES):
+                problems.append(f"{where}: names the document {word}, which the students' copy does not hold")
+    return problems
+
+
+def test_no_student_facing_text_names_a_file_the_copy_lacks():
+    assert missing_references() == []
+
+
+def test_the_reference_check_finds_what_the_issue_found():
+    """The check itself catches a leaked path, a missing module and a course document."""
+    text = ("see `benchmarks/bench_lab3_tiling.py`, `util.labs.lab3.nothing_here` and FACTS; "
+            "`util/labs/labN/tasks.py`, `outputs/lab1/1.1.json`, `cpp/build/analyzer` and `util.netron_view.show` exist")
+    original = student_texts
+    try:
+        globals()["student_texts"] = lambda: {"sample": (text, Path("labs"))}
+        found = missing_references()
+    finally:
+        globals()["student_texts"] = original
+    assert found == ["sample: `benchmarks/bench_lab3_tiling.py` is not in the students' copy",
+                     "sample: `util.labs.lab3.nothing_here` is not a module or name in the students' copy",
+                     "sample: names the document FACTS, which the students' copy does not hold"]
+
+
+def test_students_are_shown_only_grader_commands_that_work_in_their_copy():
+    used = {(where, command) for where, (text, _) in student_texts().items()
+            for command in GRADER_COMMAND.findall(text)}
+    assert {command for _, command in used} == {"check"}, sorted(used)
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_each_notebook_opens_with_its_title_and_a_points_table(lab_name):
+    lab = LABS[lab_name]
+    first = notebook.read(REPO / "labs" / lab.notebook).cells[0].source
+    number = lab_name.removeprefix("lab")
+    assert first.splitlines()[0] == f"# Lab {number}: {lab.title}"
+    rows = {m.group(1): float(m.group(2)) for m in re.finditer(r"^\|\s*(\d+\.\d+)\s*\|.*\|\s*(\d+(?:\.\d+)?)\s*\|$",
+                                                              first, re.M)}
+    assert rows == {t.id: t.max_points for t in lab.tasks}
+    assert f"python -m grader check {lab_name}" in "\n".join(c.source for c in notebook.read(REPO / "labs" / lab.notebook).cells)
+
+
+def _tolerance_words(value: float) -> set[str]:
+    mantissa, exponent = f"{value:.0e}".split("e")
+    return {f"{value:g}", f"{mantissa}e{int(exponent)}", f"{mantissa}e{exponent}", f"10^{int(exponent)}"}
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_each_task_with_a_tolerance_states_it_in_its_section(lab_name):
+    lab = LABS[lab_name]
+    nb = notebook.read(REPO / "labs" / lab.notebook)
+    sections: dict[str, str] = {}
+    for cell, task in zip(nb.cells, notebook.cell_tasks(nb)):
+        if task is not None and cell.cell_type == "markdown":
+            sections[task] = sections.get(task, "") + cell.source + "\n"
+    for task in lab.tasks:
+        for value in (task.tolerance.rtol, task.tolerance.atol):
+            if value:
+                assert any(word in sections[task.id] for word in _tolerance_words(value)), \
+                    f"task {task.id} is graded {task.tolerance.describe()}; its section never says so"
+
+
+def test_the_labs_readme_is_built_from_its_template_and_lists_every_lab():
+    text = (REPO / "labs" / "README.md").read_text(encoding="utf-8")
+    assert text == handouts.labs_readme()
+    for name, lab in LABS.items():
+        [row] = [line for line in text.splitlines() if line.startswith(f"| {name.removeprefix('lab')} |")]
+        assert lab.title in row and all(f"{t.id} {t.title} ({t.max_points:g})" in row for t in lab.tasks)
+        assert all(f"`{tool}`" in row for tool in lab.requires)
+    assert "`g++`, `cmake`, `make`" in text   # lab 4's C++ toolchain is stated
+
+
+def test_opening_a_lab_does_not_change_its_kernel_metadata():
+    """The student copies carry what JupyterLab writes when the image's kernel starts (Python 3.11.7)."""
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    python = re.search(r"^FROM python:(\d+\.\d+\.\d+)", dockerfile, re.M).group(1)
+    assert notebook.KERNEL_METADATA["language_info"]["version"] == python
+    for path in _lab_notebooks():
+        meta = nbformat.read(str(path), as_version=4).metadata
+        assert {k: meta.get(k) for k in notebook.KERNEL_METADATA} == notebook.KERNEL_METADATA, path
