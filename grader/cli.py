@@ -27,6 +27,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-progress", action="store_true", help="no progress bar")
     g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
+    g.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on a Dask cluster: local:N (N worker processes here), a scheduler's address "
+                        "(tcp://host:8786) or its scheduler file; replaces --jobs")
     g.add_argument("--cell-timeout", type=int, metavar="S", help="seconds per cell (default: the lab's, 300)")
     g.add_argument("--timeout", "--notebook-timeout", dest="notebook_timeout", type=int, metavar="S",
                    help="seconds per notebook (default: the lab's, 900)")
@@ -88,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                           progress=not args.no_progress, cell_timeout=args.cell_timeout,
                           notebook_timeout=args.notebook_timeout, jobs=args.jobs, limits=limits,
                           force=args.force, feedback_dir=args.feedback_dir,
-                          sandbox=False if args.no_sandbox else None)
+                          sandbox=False if args.no_sandbox else None, cluster=args.cluster)
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,
