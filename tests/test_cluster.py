@@ -126,7 +126,7 @@ def test_workers_killed_mid_batch_still_leave_every_row(cluster, tmp_path, capsy
     finally:
         stop.set()
         killer.join()
-    assert sorted(k.split("-", 2)[2] for k in killed) == ["1-amy__lab9", "1-eve__lab9", "2-eve__lab9"]
+    assert sorted(re.sub(r"^grade-\w+-\d+-", "", k) for k in killed) == ["1-amy__lab9", "1-eve__lab9", "2-eve__lab9"]
     rows = _rows(tmp_path / "out")
     assert {n: (r["total"], r["status"]) for n, r in rows.items()} == {
         "amy__lab9": ("10/10", "all passed"),  # its worker died once: graded again, elsewhere
@@ -170,3 +170,25 @@ def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     amy = json.loads((tmp_path / "out2" / "amy__lab9" / "results.json").read_text())
     assert "(NoWorker: every worker of the cluster was refused (the grader's log says why))" in amy["output"]
     assert code == 1
+
+
+def test_the_readme_shows_the_cluster_commands_for_local_slurm_and_kubernetes():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## For instructors", 1)[1].split("\n## ", 1)[0]
+    assert "python -m grader grade submissions/ --cluster local:2" in section
+    for recipe in ("SLURMCluster(", "cluster.scale(jobs=", "KubeCluster(custom_cluster_spec=spec",
+                   '"--cluster", cluster.scheduler_address'):
+        assert recipe in section, recipe
+    assert "benchmarks/project_class.py" in section
+
+
+def test_the_projection_takes_submissions_as_free_workers_do():
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "project_class.py"
+    spec = importlib.util.spec_from_file_location("project_class", path)
+    project = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(project)
+    assert project.makespan([10, 10, 10, 10], 2, 0) == 20
+    assert project.makespan([30, 10, 10, 10], 2, 5) == 35  # one long notebook, three short ones beside it
+    assert project.makespan([10] * 3, 8, 1) == 11           # more workers than notebooks

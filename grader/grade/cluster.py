@@ -27,6 +27,7 @@ submission it was grading with it.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import queue
@@ -136,15 +137,22 @@ class _Dispatch:
         self.threads: dict[str, int] = {}       # workers that may grade -> their threads
         self.token = uuid.uuid4().hex[:8]
         self.queue: deque = deque()             # (sub, key, attempt, avoid)
-        self.flight: dict = {}                  # future -> (sub, key, attempt)
+        self.flight: dict = {}                  # future -> (sub, key, attempt, workers it may run on)
+        self.sequence = itertools.count()       # task keys are never reused
+        self.unreachable = ""                   # why the scheduler could not be asked, if it could not
         self.finished: queue.Queue = queue.Queue()  # futures as they finish, in that order
-        self.parcels: dict[str, bytes] = {}
         self.last_look = 0.0
 
     def look(self) -> None:
-        """Check the workers that joined since the last look; forget those that left."""
+        """Check the workers that joined since the last look; forget those that left; send again
+        what waits for workers that are all gone."""
         self.last_look = time.monotonic()
-        present = {a: w["nthreads"] for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
+        try:
+            present = {a: w["nthreads"] for a, w in self.client.scheduler_info(n_workers=-1)["workers"].items()}
+        except Exception as exc:  # the scheduler is gone (or unreachable for now)
+            self.unreachable, self.threads = f" (the scheduler did not answer: {exc})", {}
+            return
+        self.unreachable = ""
         new = [a for a in present if a not in self.judged]
         if new:
             found = self.client.run(worker_check.check_here, self.expected, self.labs, self.sandbox,
@@ -159,30 +167,32 @@ class _Dispatch:
         self.threads = {a: n for a, n in present.items() if self.judged.get(a) == []}
         for address in [a for a in self.judged if a not in present]:
             del self.judged[address]
+        for future, (sub, key, attempt, workers) in list(self.flight.items()):
+            if not set(workers) & set(present):  # it cannot run anywhere: send it again, same attempt
+                del self.flight[future]
+                future.cancel()
+                self.queue.appendleft((sub, key, attempt, None))
 
     def submit(self) -> None:
         """Send queued submissions while a worker thread is free."""
         while self.queue and len(self.flight) < sum(self.threads.values()):
             sub, key, attempt, avoid = self.queue.popleft()
             elsewhere = [a for a in self.threads if a != avoid] or list(self.threads)
-            try:
+            try:  # packed as it leaves: only what is in flight is held in memory
+                packed = parcel.pack(sub.path, get_lab(sub.lab))
                 future = self.client.submit(
-                    grade_remote, self.grade, sub, self.parcels[sub.name], key, workers=elsewhere,
-                    allow_other_workers=False, key=f"grade-{self.token}-{attempt}-{sub.name}", pure=False)
-            except Exception as exc:  # the client lost its scheduler
-                self.finish(sub, _lost(sub, self.out, exc))
+                    grade_remote, self.grade, sub, packed, key, workers=elsewhere, allow_other_workers=False,
+                    key=f"grade-{self.token}-{next(self.sequence)}-{attempt}-{sub.name}", pure=False)
+            except Exception as exc:  # unreadable or too large (parcel.TooLarge), or the scheduler is gone
+                self.done(sub, _lost(sub, self.out, exc))
                 continue
-            self.flight[future] = (sub, key, attempt)
+            self.flight[future] = (sub, key, attempt, elsewhere)
             future.add_done_callback(self.finished.put)
 
-    def finish(self, sub: batch.Submission, result: SubmissionResult) -> None:
-        self.parcels.pop(sub.name, None)
-        self.done(sub, result)
-
     def collect(self, future) -> None:
-        if future not in self.flight:  # cancelled by give_up
+        if future not in self.flight:  # cancelled here: sent again, or given up
             return
-        sub, key, attempt = self.flight.pop(future)
+        sub, key, attempt, _ = self.flight.pop(future)
         try:
             result, files = future.result()
         except Exception as exc:  # its worker died (KilledWorker), or grading failed there
@@ -194,10 +204,10 @@ class _Dispatch:
                 self.queue.appendleft((sub, key, attempt + 1, dead))
                 self.look()
                 return
-            self.finish(sub, _lost(sub, self.out, exc))
+            self.done(sub, _lost(sub, self.out, exc))
             return
         parcel.write(self.out / sub.name, files)
-        self.finish(sub, result)
+        self.done(sub, result)
 
     def give_up(self, reason: str) -> None:
         """Every submission not yet graded gets a row saying why."""
@@ -207,19 +217,14 @@ class _Dispatch:
         self.flight.clear()
         self.queue.clear()
         for sub in pending:
-            self.finish(sub, _lost(sub, self.out, NoWorker(reason)))
+            self.done(sub, _lost(sub, self.out, NoWorker(reason)))
 
     def run(self, todo: list[tuple[batch.Submission, dict]]) -> None:
         for sub, key in todo:
             if not parcel.shippable(sub.path):  # no kernel runs for these: graded here
                 self.done(sub, self.grade(sub, self.out, key=key))
-                continue
-            try:
-                self.parcels[sub.name] = parcel.pack(sub.path, get_lab(sub.lab))
-            except (OSError, parcel.TooLarge) as exc:
-                self.done(sub, _lost(sub, self.out, exc))
-                continue
-            self.queue.append((sub, key, 1, None))
+            else:
+                self.queue.append((sub, key, 1, None))
         waiting_since = time.monotonic()
         self.look()
         while self.queue or self.flight:
@@ -228,7 +233,7 @@ class _Dispatch:
                     self.give_up("every worker of the cluster was refused (the grader's log says why)")
                     break
                 if time.monotonic() - waiting_since > NO_WORKER_WAIT:
-                    self.give_up(f"no cluster worker came in {NO_WORKER_WAIT:.0f} s")
+                    self.give_up(f"no cluster worker came in {NO_WORKER_WAIT:.0f} s{self.unreachable}")
                     break
             else:
                 waiting_since = time.monotonic()
@@ -250,7 +255,11 @@ def run(address: str, todo: list[tuple[batch.Submission, dict]], out: Path, grad
     try:
         workers = client.scheduler_info(n_workers=-1)["workers"]
         _say(f"cluster {address}: {len(workers)} workers; dashboard {_dashboard(client)}")
-        old_failures = client.run_on_scheduler(_allowed_failures, 0)
+        try:
+            old_failures = client.run_on_scheduler(_allowed_failures, 0)
+        except Exception as exc:  # a scheduler without the course (a stock Dask image)
+            _say(f"warning: could not ask the scheduler to report a worker's death at once ({exc}); it may "
+                 "retry a submission on its own before the grader does")
         _Dispatch(client, grade, out, done, sorted({sub.lab for sub, _ in todo}), sandbox).run(todo)
     finally:
         try:

@@ -1,0 +1,129 @@
+"""The cluster path against the local pool, on one machine, measured in one run.
+
+1. Throughput: the same 16 submissions of a lab (its example submissions, topped up with copies
+   of the solution) graded end to end, as an instructor types it, with ``grade -j 2`` (the local
+   pool) and with ``grade --cluster local:2`` (a LocalCluster of 2 workers: cluster start, worker
+   checks, parcels, results written back all counted); prints both and their throughput ratio
+   (target: the cluster within 10% of the local pool, ratio >= 0.90).
+2. Scheduler overhead per submission: the same class on a LocalCluster this script starts
+   (``grade --cluster tcp://...``), whose task stream gives each grading task's start and end on
+   its worker: the gap between one submission ending on a worker and the next one starting there
+   is what the cluster path costs per submission (the result's trip back, this process writing
+   it, the next submission's trip out); also the time inside a task that is not the notebook
+   (unpack, judge, collect).
+
+    python benchmarks/bench_cluster.py [--lab lab1] [--repeats 1]
+
+Timings depend on the machine's load (printed before and after): compare ratios from one run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from util.labs import get_lab  # noqa: E402
+
+SUBMISSIONS, TARGET = 16, 0.90
+
+
+def make_class(lab_name: str, folder: Path) -> None:
+    """16 submissions: the lab's example submissions, topped up with copies of the solution."""
+    lab = get_lab(lab_name)
+    examples = sorted((REPO / "grader" / "examples" / lab_name).glob("*.ipynb"))[:SUBMISSIONS]
+    sources = examples + [REPO / "solutions" / lab.notebook] * (SUBMISSIONS - len(examples))
+    for i, source in enumerate(sources):
+        (folder / f"student{i:02d}").mkdir(parents=True)
+        shutil.copy(source, folder / f"student{i:02d}" / Path(lab.notebook).name)
+
+
+def grade(folder: Path, *options: str) -> tuple[float, Path]:
+    """Wall seconds of ``python -m grader grade folder *options`` and its output folder."""
+    out = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    command = [sys.executable, "-m", "grader", "grade", str(folder), "--out", str(out), "--no-progress",
+               "--force", *options]
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.exit(f"grade {' '.join(options)} failed:\n{done.stderr[-3000:]}")
+    return seconds, out
+
+
+def kernel_seconds(out: Path) -> float:
+    """The notebooks' own execution time, summed over the class (from each results.json)."""
+    return sum(json.loads(p.read_text())["execution_time"] for p in out.glob("*/results.json"))
+
+
+def overhead(folder: Path) -> tuple[list[float], list[float], float]:
+    """Grade ``folder`` on a LocalCluster started here; per-submission gaps between tasks on a
+    worker (s), each task's duration (s), and the class's kernel seconds."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
+                      silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        start = time.time()
+        client.get_task_stream(start=start)  # installs the scheduler's task stream recorder
+        _, out = grade(folder, "--cluster", cluster.scheduler_address)
+        stream = [t for t in client.get_task_stream(start=start) if str(t["key"]).startswith("grade-")]
+    by_worker: dict[str, list[tuple[float, float]]] = {}
+    for task in stream:
+        compute = next(s for s in task["startstops"] if s["action"] == "compute")
+        by_worker.setdefault(task["worker"], []).append((compute["start"], compute["stop"]))
+    gaps, durations = [], []
+    for spans in by_worker.values():
+        spans.sort()
+        durations += [stop - begin for begin, stop in spans]
+        gaps += [nxt[0] - prev[1] for prev, nxt in zip(spans, spans[1:])]
+    kernels = kernel_seconds(out)
+    shutil.rmtree(out, ignore_errors=True)
+    return gaps, durations, kernels
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lab", default="lab1")
+    parser.add_argument("--repeats", type=int, default=1, help="alternate the two runs this many times")
+    args = parser.parse_args()
+    print(f"cores: {os.cpu_count()}, lab: {args.lab}, {SUBMISSIONS} submissions, "
+          f"load average before: {os.getloadavg()[0]:.2f}")
+    times: dict[str, list[float]] = {"local pool -j 2": [], "LocalCluster of 2": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "class"
+        make_class(args.lab, folder)
+        for _ in range(args.repeats):
+            for name, options in (("local pool -j 2", ("-j", "2")), ("LocalCluster of 2", ("--cluster", "local:2"))):
+                seconds, out = grade(folder, *options)
+                times[name].append(seconds)
+                shutil.rmtree(out, ignore_errors=True)
+        gaps, durations, kernels = overhead(folder)
+    print(f"load average after: {os.getloadavg()[0]:.2f}\n")
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    for name, values in times.items():
+        print(f"{name:18s} {medians[name]:6.1f} s  ({SUBMISSIONS / medians[name] * 60:.1f} notebooks a minute; "
+              f"runs: {', '.join(f'{v:.1f}' for v in values)})")
+    ratio = medians["local pool -j 2"] / medians["LocalCluster of 2"]
+    print(f"throughput cluster / local pool: {ratio:.3f}  (target >= {TARGET}) -> "
+          f"{'OK' if ratio >= TARGET else 'UNDER'}")
+    print(f"\nscheduler overhead per submission (gap between two submissions on a worker, {len(gaps)} gaps): "
+          f"median {statistics.median(gaps) * 1000:.0f} ms, mean {statistics.mean(gaps) * 1000:.0f} ms, "
+          f"max {max(gaps) * 1000:.0f} ms")
+    inside = (sum(durations) - kernels) / len(durations)
+    print(f"inside a task but outside the notebook (unpack, prepare once, judge, result files, collect): "
+          f"{inside * 1000:.0f} ms per submission (tasks {statistics.mean(durations):.2f} s on average, "
+          f"notebooks {kernels / len(durations):.2f} s)")
+
+
+if __name__ == "__main__":
+    main()
