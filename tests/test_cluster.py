@@ -192,3 +192,5 @@ def test_the_projection_takes_submissions_as_free_workers_do():
     assert project.makespan([10, 10, 10, 10], 2, 0) == 20
     assert project.makespan([30, 10, 10, 10], 2, 5) == 35  # one long notebook, three short ones beside it
     assert project.makespan([10] * 3, 8, 1) == 11           # more workers than notebooks
+    costs = project.course_map_costs()
+    assert list(costs) == [f"lab{n}" for n in range(1, 9)] and costs["lab1"] == 10.0 and costs["lab3"] == 30.0
