@@ -94,28 +94,36 @@ def overhead(folder: Path) -> tuple[list[float], list[float], float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lab", default="lab1")
-    parser.add_argument("--repeats", type=int, default=1, help="alternate the two runs this many times")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="pairs of runs, in ABBA order (local, cluster, cluster, local, ...) against drift")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, lab: {args.lab}, {SUBMISSIONS} submissions, "
           f"load average before: {os.getloadavg()[0]:.2f}")
-    times: dict[str, list[float]] = {"local pool -j 2": [], "LocalCluster of 2": []}
+    modes = {"local pool -j 2": ("-j", "2"), "LocalCluster of 2": ("--cluster", "local:2")}
+    times: dict[str, list[float]] = {name: [] for name in modes}
+    busy: dict[str, list[float]] = {name: [] for name in modes}  # notebook seconds / (wall x 2 workers)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "class"
         make_class(args.lab, folder)
-        for _ in range(args.repeats):
-            for name, options in (("local pool -j 2", ("-j", "2")), ("LocalCluster of 2", ("--cluster", "local:2"))):
-                seconds, out = grade(folder, *options)
+        for repeat in range(args.repeats):
+            for name in (list(modes) if repeat % 2 == 0 else list(modes)[::-1]):
+                seconds, out = grade(folder, *modes[name])
                 times[name].append(seconds)
+                busy[name].append(kernel_seconds(out) / (2 * seconds))
                 shutil.rmtree(out, ignore_errors=True)
+                print(f"  {name}: {seconds:.1f} s, load average {os.getloadavg()[0]:.2f}", flush=True)
         gaps, durations, kernels = overhead(folder)
     print(f"load average after: {os.getloadavg()[0]:.2f}\n")
     medians = {name: statistics.median(values) for name, values in times.items()}
     for name, values in times.items():
         print(f"{name:18s} {medians[name]:6.1f} s  ({SUBMISSIONS / medians[name] * 60:.1f} notebooks a minute; "
-              f"runs: {', '.join(f'{v:.1f}' for v in values)})")
+              f"runs: {', '.join(f'{v:.1f}' for v in values)}; workers busy with notebooks "
+              f"{statistics.median(busy[name]):.0%} of the time)")
     ratio = medians["local pool -j 2"] / medians["LocalCluster of 2"]
     print(f"throughput cluster / local pool: {ratio:.3f}  (target >= {TARGET}) -> "
           f"{'OK' if ratio >= TARGET else 'UNDER'}")
+    print("(on a shared machine the notebooks themselves slow down with the load: compare the busy shares, "
+          "which the load moves less than the wall times)")
     print(f"\nscheduler overhead per submission (gap between two submissions on a worker, {len(gaps)} gaps): "
           f"median {statistics.median(gaps) * 1000:.0f} ms, mean {statistics.mean(gaps) * 1000:.0f} ms, "
           f"max {max(gaps) * 1000:.0f} ms")

@@ -30,11 +30,16 @@ SANDBOX = None if sandboxing.unavailable_reason() is None else False
 HEADING_1, HEADING_2 = ("md", "## Task 9.1: First (5 points)"), ("md", "## Task 9.2: Second (5 points)")
 
 
+ENVIRONMENT = ("import os\nprint({name: os.environ.get(name) for name in ('MALLOC_TRIM_THRESHOLD_', 'OMP_NUM_THREADS', "
+               "'MKL_NUM_THREADS', 'OPENBLAS_NUM_THREADS')})")
+"""A cell printing what Dask's nanny sets for its workers: a kernel on a worker must not see it."""
+
+
 def _class(root: Path, *, extra: tuple[str, ...] = ()) -> Path:
-    """amy (10/10), bob (5/10), cat (a .py, no notebook: graded in the grader's process) and dan
+    """amy (10/10), bob (5/10; prints part of its environment), cat (a .py, no notebook: graded in the grader's process) and dan
     (not JSON: the message names the file's path), plus ``extra`` good notebooks."""
     write(notebook(HEADING_1, GOOD_1, HEADING_2, GOOD_2), root / "amy" / "lab9.ipynb")
-    write(notebook(HEADING_1, export("9.1", "40"), HEADING_2, GOOD_2), root / "bob" / "lab9.ipynb")
+    write(notebook(HEADING_1, export("9.1", "40"), HEADING_2, GOOD_2, ENVIRONMENT), root / "bob" / "lab9.ipynb")
     (root / "cat").mkdir(parents=True)
     (root / "cat" / "lab9.py").write_text("print(41)\n")
     (root / "dan").mkdir(parents=True)
@@ -159,6 +164,9 @@ def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     assert code == 0 and {n: r["total"] for n, r in _rows(tmp_path / "out").items()} == {
         "amy__lab9": "10/10", "bob__lab9": "5/10", "dan__lab9": "0/10", "cat": "0/10"}
     after = client.run(lambda dask_worker: dask_worker.state.executed_count)
+    assert client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))[first] == "65536"  # the nanny's
+    printed_env = (tmp_path / "out" / "bob__lab9" / "executed.ipynb").read_text()
+    assert "'MALLOC_TRIM_THRESHOLD_': None" in printed_env and "'MKL_NUM_THREADS': None" in printed_env
     assert after[first] == before[first] and after[second] == before[second] + 3  # amy, bob, dan
 
     client.run(lambda: os.environ.__setitem__(REFERENCE_ENV, str(stale)), workers=[second])

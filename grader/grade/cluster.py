@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import os
 import queue
 import sys
 import threading
@@ -63,14 +64,16 @@ class NoWorker(RuntimeError):
 
 def connect(address: str):
     """A ``distributed.Client`` for ``address`` and the LocalCluster started for it (or ``None``)."""
+    import dask
     from distributed import Client, LocalCluster
 
     if address.startswith(LOCAL):
         count = address[len(LOCAL):]
         if not count.isdigit() or int(count) < 1:
             raise ValueError(f"--cluster {address}: expected local:N with N a number of workers, e.g. local:2")
-        cluster = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR)
+        with dask.config.set({PRE_SPAWN: {}}):  # local workers keep this process's environment as it is
+            cluster = LocalCluster(n_workers=int(count), threads_per_worker=1, processes=True,
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
         return Client(cluster), cluster
     if address.endswith(".json") and Path(address).is_file():
         return Client(scheduler_file=address, timeout="60s"), None
@@ -91,6 +94,21 @@ def _allowed_failures(value: int, dask_scheduler=None) -> int:
     return old
 
 
+PRE_SPAWN = "distributed.nanny.pre-spawn-environ"
+"""Variables Dask's nanny sets for its workers (``MALLOC_TRIM_THRESHOLD_``, BLAS thread counts)."""
+
+
+def _undo_nanny_environ() -> None:
+    """Runs on a worker: drop what Dask's nanny added to the environment, which graded kernels
+    would inherit (glibc trimming memory at every 64 KiB slows torch code down; one BLAS thread):
+    a kernel on a worker starts from the environment the worker was given, as a local one does."""
+    import dask
+
+    for name, value in (dask.config.get(PRE_SPAWN, default=None) or {}).items():
+        if os.environ.get(name) == str(value):
+            del os.environ[name]
+
+
 _prepared: set[str] = set()
 _prepare_lock = threading.Lock()
 
@@ -100,6 +118,7 @@ def grade_remote(grade: Callable, sub: batch.Submission, packed: bytes,
     """Runs on a worker: grade the parcel ``packed`` as ``sub`` with ``grade``; its result (with the
     instructor's paths) and its result folder's files."""
     with _prepare_lock:  # once per lab and worker process: the export caches
+        _undo_nanny_environ()
         if sub.lab not in _prepared:
             batch.prepare({sub.lab})
             _prepared.add(sub.lab)
