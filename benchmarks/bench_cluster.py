@@ -6,11 +6,11 @@
    checks, parcels, results written back all counted); prints both and their throughput ratio
    (target: the cluster within 10% of the local pool, ratio >= 0.90).
 2. Scheduler overhead per submission: the same class on a LocalCluster this script starts
-   (``grade --cluster tcp://...``), whose task stream gives each grading task's start and end on
-   its worker: the gap between one submission ending on a worker and the next one starting there
-   is what the cluster path costs per submission (the result's trip back, this process writing
-   it, the next submission's trip out); also the time inside a task that is not the notebook
-   (unpack, judge, collect).
+   (``grade --cluster tcp://...``), whose workers stamp when each grading task starts and ends:
+   the gap between one submission ending on a worker and the next one starting there is what the
+   cluster path costs per submission (the result's trip back, this process writing it, the next
+   submission's trip out); also the time inside a task that is not the notebook (unpack, judge,
+   collect).
 
     python benchmarks/bench_cluster.py [--lab lab1] [--repeats 1]
 
@@ -68,24 +68,31 @@ def kernel_seconds(out: Path) -> float:
 
 def overhead(folder: Path) -> tuple[list[float], list[float], float]:
     """Grade ``folder`` on a LocalCluster started here; per-submission gaps between tasks on a
-    worker (s), each task's duration (s), and the class's kernel seconds."""
-    from distributed import Client, LocalCluster
+    worker (s), each task's duration (s), and the class's kernel seconds. Each worker stamps its
+    own tasks with its own clock (a worker plugin), so no clock correction enters the gaps."""
+    from distributed import Client, LocalCluster, WorkerPlugin
+
+    class Stamps(WorkerPlugin):
+        name = "bench-stamps"
+
+        def setup(self, worker):
+            self.log = []
+
+        def transition(self, key, start, finish, **kwargs):
+            if str(key).startswith("grade-") and finish in ("executing", "memory", "error"):
+                self.log.append((finish, time.time()))
 
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-        start = time.time()
-        client.get_task_stream(start=start)  # installs the scheduler's task stream recorder
+        client.register_plugin(Stamps())
         _, out = grade(folder, "--cluster", cluster.scheduler_address)
-        stream = [t for t in client.get_task_stream(start=start) if str(t["key"]).startswith("grade-")]
-    by_worker: dict[str, list[tuple[float, float]]] = {}
-    for task in stream:
-        compute = next(s for s in task["startstops"] if s["action"] == "compute")
-        by_worker.setdefault(task["worker"], []).append((compute["start"], compute["stop"]))
+        logs = client.run(lambda dask_worker: dask_worker.plugins["bench-stamps"].log)
     gaps, durations = [], []
-    for spans in by_worker.values():
-        spans.sort()
-        durations += [stop - begin for begin, stop in spans]
-        gaps += [nxt[0] - prev[1] for prev, nxt in zip(spans, spans[1:])]
+    for log in logs.values():
+        starts = [t for what, t in log if what == "executing"]
+        ends = [t for what, t in log if what != "executing"]
+        durations += [end - begin for begin, end in zip(starts, ends)]
+        gaps += [begin - end for end, begin in zip(ends, starts[1:])]
     kernels = kernel_seconds(out)
     shutil.rmtree(out, ignore_errors=True)
     return gaps, durations, kernels
