@@ -8,7 +8,7 @@ Subpackages by what they do (as otter-grader groups by verb):
   grader-side checks of saved files, ``references``: the expected answers);
 * ``report/``: results, feedback, the class's gradebooks, statistics, report page and LMS exports;
 * ``grade/``: grade one submission or a whole class (``submission``, ``batch``, ``resume``,
-  ``gradescope``);
+  ``gradescope``), locally or on a Dask cluster (``cluster``, ``worker_check``, ``parcel``);
 * ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``) and
   regenerate the references (``regen``).
 

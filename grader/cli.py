@@ -101,6 +101,9 @@ def parser() -> argparse.ArgumentParser:
     _lab_flag(g, "grade against this lab (default: read from each notebook)")
     g.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="grade N notebooks at a time (each kernel uses one core; default: %(default)s)")
+    g.add_argument("--cluster", metavar="ADDRESS",
+                   help="grade on a Dask cluster: local:N (N worker processes here), a scheduler's address "
+                        "(tcp://host:8786) or its scheduler file; replaces --jobs")
     g.add_argument("--force", action="store_true",
                    help="regrade every submission, even those already graded against the same inputs")
     g.add_argument("--feedback", action="store_true", help="also print every task's feedback")
@@ -196,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         return batch.main(paths=args.paths, out=args.out, lab=args.lab, show_feedback=args.feedback,
                           progress=not args.no_progress, jobs=args.jobs, limits=_limits(args), force=args.force,
                           feedback_dir=args.feedback_dir, sandbox=False if args.no_sandbox else None,
-                          settings=_settings(args), reveal=args.show_expected)
+                          settings=_settings(args), reveal=args.show_expected, cluster=args.cluster)
     if args.command == "report":
         from grader.report import classbook
         return classbook.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))

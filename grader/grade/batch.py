@@ -23,6 +23,7 @@ import os
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -116,8 +117,14 @@ def grade_one(sub: Submission, out: Path, limits: Limits, sandbox: bool | None,
 
 
 def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox: bool, jobs: int,
-         done: Callable[[Submission, SubmissionResult], None], reveal: bool = False) -> None:
-    """Grade ``todo``, ``jobs`` at a time, calling ``done`` as each finishes (in the main process)."""
+         done: Callable[[Submission, SubmissionResult], None], reveal: bool = False,
+         cluster: str | None = None) -> None:
+    """Grade ``todo``, ``jobs`` at a time or on the Dask ``cluster`` (:mod:`grader.grade.cluster`),
+    calling ``done`` as each finishes (in the main process)."""
+    if cluster:
+        from grader.grade import cluster as dask_cluster
+        grade = partial(grade_one, limits=limits, sandbox=sandbox, reveal=reveal)
+        return dask_cluster.run(cluster, todo, out, grade, done, sandbox=sandbox)
     if jobs <= 1:
         for sub, key in todo:
             done(sub, grade_one(sub, out, limits, sandbox, key, reveal))
@@ -208,12 +215,16 @@ def collect(paths: list[Path], lab: str | None, out: Path | None = None
 def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback: bool = False,
          progress: bool = True, cell_timeout: int | None = None, notebook_timeout: int | None = None,
          jobs: int = 1, limits: Limits | None = None, force: bool = False, feedback_dir: Path | None = None,
-         sandbox: bool | None = None, settings: dict | None = None, reveal: bool = False) -> int:
+         sandbox: bool | None = None, settings: dict | None = None, reveal: bool = False,
+         cluster: str | None = None) -> int:
     """Grade every submission under ``paths`` into ``out``; write and print the class's outputs.
 
     ``settings`` are the class-setting flags given (:meth:`grader.report.settings.Settings.updated`).
     ``reveal`` (``--show-expected``) puts the expected values in the feedback of checks that are not
     hidden; by default feedback says where and how an answer differs, never the value.
+    ``cluster`` grades on a Dask cluster instead of local processes (``local:N`` or a scheduler's
+    address, :mod:`grader.grade.cluster`); there the sandbox is required on every worker unless
+    ``sandbox`` is False.
     Exit code 0 when every submission was graded (whatever its score), 1 when some could not be
     (a link or special file, a path that does not exist, lab unknown, or a grader fault) or an
     instructor's file has a problem, 2 when there was nothing to grade or a setting is malformed.
@@ -237,7 +248,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     limits = limits or Limits()
     limits = replace(limits, cell_timeout=cell_timeout or limits.cell_timeout,
                      notebook_timeout=notebook_timeout or limits.notebook_timeout)
-    sandbox = sandboxing.available() if sandbox is None else sandbox
+    sandbox = (bool(cluster) or sandboxing.available()) if sandbox is None else sandbox
     print(f"grader: limits: {limits.describe()}; sandbox: {'bubblewrap' if sandbox else 'NONE'}", file=sys.stderr)
     print(f"grader: class settings ({out / 'class.json'}): {class_settings.describe()}", file=sys.stderr)
     print("grader: enforced by: " + "; ".join(f"{what}: {how}" for what, how in launch.enforcement(sandbox).items()),
@@ -263,7 +274,8 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
         print(f"grader: {len(subs) - len(todo)} of {len(subs)} submissions unchanged since they were graded: "
               "kept (--force regrades them)", file=sys.stderr)
 
-    prepare({sub.lab for sub, _ in todo})
+    if not cluster:  # a cluster prepares on each worker
+        prepare({sub.lab for sub, _ in todo})
     changes: list[resume.Change] = []
     bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
 
@@ -276,7 +288,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
         bar.set_postfix_str(safe_text.terminal(sub.name, 40))
         bar.update()
 
-    _run(todo, out, limits, sandbox, jobs, done, reveal)
+    _run(todo, out, limits, sandbox, jobs, done, reveal, cluster)
     bar.close()
 
     book = classbook.build(out, class_settings)
