@@ -14,6 +14,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.execute import caches
@@ -97,3 +99,27 @@ def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache,
     assert "did not match the size and hash recorded" in capsys.readouterr().err
     assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
     assert caches.verify_kind("onnx") == []  # what the hook rebuilt is recorded
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=4096), name=st.from_regex(r"[a-z][a-z0-9]{0,12}_[0-9a-f]{6}\.onnx", fullmatch=True))
+def test_an_export_is_stored_whole_readable_by_everyone_and_replaces_older_versions(cache, data, name):
+    """The kernels that read a cache run as another user than the one that exported it: an export
+    written 0600 (as mkstemp makes it) failed lab 4 for every student graded by an unprivileged grader."""
+    older = cache / (name.rsplit("_", 1)[0] + "_000000.onnx")
+    cache.mkdir(parents=True, exist_ok=True)
+    older.write_bytes(b"from older code")
+    path = export_cache.store("onnx", name, data, stale=name.rsplit("_", 1)[0] + "_*.onnx")
+    assert path == cache / name and path.read_bytes() == data
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert not older.exists() or older == path
+    assert not list(cache.glob("*.tmp"))
+    path.unlink()
+
+
+def test_an_export_written_by_a_function_is_stored_the_same_way(cache):
+    path = export_cache.store("onnx", "model_abc123.pt", lambda tmp: tmp.write_bytes(b"pt"))
+    assert path.read_bytes() == b"pt" and path.stat().st_mode & 0o777 == 0o644
+    with pytest.raises(RuntimeError):  # a failed export leaves nothing behind, not even its temp file
+        export_cache.store("onnx", "broken_abc123.pt", lambda tmp: (_ for _ in ()).throw(RuntimeError("no")))
+    assert sorted(p.name for p in cache.iterdir()) == ["model_abc123.pt"]

@@ -31,9 +31,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.execute.limits import Limits
 from grader.grade import batch, resume
-from grader.judge.references import REFERENCE_ENV
 from tinylab import notebook, registered as tiny_registered, standard
-from util import labs
 
 FOLDER = Path(__file__).resolve().parent / "hostile_labs"
 """Holds the ``lab97`` package; added to ``$COURSE_LAB_DIRS`` while the class is graded."""
@@ -120,18 +118,9 @@ CLASS: dict[str | bytes, object] = {
 }
 
 
-@contextlib.contextmanager
 def registered(references: Path):
     """``lab97`` is a known lab, in this process, its workers and its kernels, while the block runs."""
-    references.mkdir(parents=True, exist_ok=True)
-    (references / "lab97.json").write_text(json.dumps(REFERENCES))
-    with pytest.MonkeyPatch.context() as patch:
-        dirs = [d for d in os.environ.get(labs.LAB_DIRS_ENV, "").split(os.pathsep) if d] + [str(FOLDER)]
-        patch.setenv(labs.LAB_DIRS_ENV, os.pathsep.join(dirs))
-        patch.setenv(REFERENCE_ENV, str(references))
-        patch.setitem(labs.LABS, LAB.name, LAB)
-        patch.setitem(labs.PACKAGES, LAB.name, "lab97")
-        yield LAB
+    return tiny_registered(references, LAB, REFERENCES, FOLDER)
 
 
 def _write_class(root: Path) -> None:

@@ -61,14 +61,15 @@ def write(nb: nbformat.NotebookNode, path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def registered(folder: Path):
-    """``lab9`` is a known lab with references in ``folder`` while the block runs."""
+def registered(folder: Path, lab=LAB, references: dict = REFERENCES, lab_dir: Path = FOLDER):
+    """``lab`` (default ``lab9``, whose package is in ``lab_dir``) is a known lab, in this process,
+    its workers and its kernels, with ``references`` in ``folder``, while the block runs."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "lab9.json").write_text(json.dumps(REFERENCES))
+    (folder / f"{lab.name}.json").write_text(json.dumps(references))
     with pytest.MonkeyPatch.context() as patch:
-        dirs = [d for d in os.environ.get(labs.LAB_DIRS_ENV, "").split(os.pathsep) if d] + [str(FOLDER)]
+        dirs = [d for d in os.environ.get(labs.LAB_DIRS_ENV, "").split(os.pathsep) if d] + [str(lab_dir)]
         patch.setenv(labs.LAB_DIRS_ENV, os.pathsep.join(dirs))
         patch.setenv(REFERENCE_ENV, str(folder))
-        patch.setitem(labs.LABS, LAB.name, LAB)
-        patch.setitem(labs.PACKAGES, LAB.name, "lab9")
-        yield LAB
+        patch.setitem(labs.LABS, lab.name, lab)
+        patch.setitem(labs.PACKAGES, lab.name, lab.name)
+        yield lab

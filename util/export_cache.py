@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = {"onnx": "COURSE_ONNX_CACHE", "torchscript": "COURSE_TORCHSCRIPT_CACHE"}
@@ -47,3 +48,32 @@ def find(kind: str, file_name: str) -> Path | None:
 def shared_dirs() -> list[Path]:
     """Every shared cache folder that exists (the grader binds them read-only into the sandbox)."""
     return [shared_dir(kind) for kind in KINDS if shared_dir(kind).is_dir()]
+
+
+def store(kind: str, file_name: str, content: bytes | Callable[[Path], None], *, stale: str | None = None) -> Path:
+    """Write a new export of ``kind`` as ``file_name`` in :func:`writable_dir` and return its path.
+
+    ``content`` is the file's bytes, or a function that writes the file at the path it is given
+    (``torch.jit.ScriptModule.save``). The file appears at once and whole (written to a temporary
+    name, then renamed: graders running side by side never read half a file) and readable by
+    every user (the grader's kernels run as another user). Files matching the glob ``stale``
+    (exports of the same model by older code or package versions) are then deleted.
+    """
+    folder = writable_dir(kind)
+    path = folder / file_name
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    try:
+        if isinstance(content, bytes):
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+        else:
+            os.close(fd)
+            content(Path(tmp))
+        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    for old in folder.glob(stale) if stale else ():
+        if old != path:
+            old.unlink(missing_ok=True)
+    return path

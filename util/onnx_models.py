@@ -13,7 +13,6 @@ import hashlib
 import io
 import math
 import os
-import tempfile
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -113,16 +112,8 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
         data = found.read_bytes()
     else:
         data = _export(name, shape, opset, fold_batchnorm).SerializeToString()
-        if cache:                            # write atomically: parallel graders never see half a file
-            file = export_cache.writable_dir("onnx") / file_name
-            fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, file)
-            for stale in file.parent.glob(file.name.rsplit("_", 1)[0] + "_*.onnx"):
-                if stale != file:                # an export from older code or package versions
-                    stale.unlink(missing_ok=True)
+        if cache:
+            export_cache.store("onnx", file_name, data, stale=file_name.rsplit("_", 1)[0] + "_*.onnx")
     if path is not None:
         Path(path).write_bytes(data)
     return onnx.load_from_string(data)

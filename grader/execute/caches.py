@@ -110,8 +110,12 @@ def _locked(folder: Path) -> Iterator[dict]:
 
 
 def _digest(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+    """The file's SHA-256, or "" when this process cannot read it (then it matches no record)."""
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()
+    except OSError:
+        return ""
 
 
 def _signature(info: os.stat_result) -> tuple[int, int, int, int]:
@@ -119,23 +123,14 @@ def _signature(info: os.stat_result) -> tuple[int, int, int, int]:
 
 
 def store(kind: str, file_name: str, write: Callable[[Path], None]) -> Path:
-    """Write a cache file of ``kind`` atomically (``write(path)`` fills a temporary file, which is
-    then renamed) and record its size and hash; returns its path. Parallel writers never expose
-    half a file."""
-    folder = export_cache.writable_dir(kind)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.chmod(tmp, 0o644)
-        entry = {"bytes": os.path.getsize(tmp), "sha256": _digest(Path(tmp))}
-        with _locked(folder) as manifest:
-            os.replace(tmp, folder / file_name)
-            manifest[file_name] = entry
-            _verified[str(folder / file_name)] = _signature(os.stat(folder / file_name))
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    return folder / file_name
+    """Write a cache file of ``kind`` atomically (:func:`util.export_cache.store`: parallel writers
+    never expose half a file) and record its size and hash; returns its path."""
+    path = export_cache.store(kind, file_name, write)
+    entry = {"bytes": os.path.getsize(path), "sha256": _digest(path)}
+    with _locked(path.parent) as manifest:
+        manifest[file_name] = entry
+        _verified[str(path)] = _signature(os.stat(path))
+    return path
 
 
 def record_new(kind: str) -> list[str]:
@@ -151,8 +146,10 @@ def record_new(kind: str) -> list[str]:
             if (path.name in (MANIFEST, _LOCK) or path.name.endswith(".tmp") or path.name in manifest
                     or path.is_symlink() or not path.is_file()):
                 continue
-            info = path.stat()
-            manifest[path.name] = {"bytes": info.st_size, "sha256": _digest(path)}
+            info, digest = path.stat(), _digest(path)
+            if not digest:  # unreadable here: not trusted, so verify() deletes it
+                continue
+            manifest[path.name] = {"bytes": info.st_size, "sha256": digest}
             _verified[str(path)] = _signature(info)
             added.append(path.name)
     return added
@@ -178,7 +175,7 @@ def verify_kind(kind: str) -> list[str]:
             if not path.is_symlink() and path.is_file() and _verified.get(str(path)) == _signature(info):
                 continue
             good = (isinstance(entry, dict) and not path.is_symlink() and path.is_file()
-                    and entry.get("bytes") == info.st_size and entry.get("sha256") == _digest(path))
+                    and entry.get("bytes") == info.st_size and entry.get("sha256") == _digest(path) != "")
             if good:
                 _verified[str(path)] = _signature(info)
                 continue

@@ -29,8 +29,6 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import os
-import tempfile
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -210,15 +208,7 @@ def load(name: str):
     if found is not None:
         return onnx.load_from_string(found.read_bytes())
     data = _export(name)
-    file = export_cache.writable_dir("onnx") / file_name
-    fd, tmp = tempfile.mkstemp(dir=file.parent, suffix=".tmp")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, file)
-    for stale in file.parent.glob(f"lab6zoo_{name}_*.onnx"):
-        if stale != file:
-            stale.unlink(missing_ok=True)
+    export_cache.store("onnx", file_name, data, stale=f"lab6zoo_{name}_*.onnx")
     return onnx.load_from_string(data)
 
 
