@@ -96,7 +96,7 @@ def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache,
     with (tmp_path / "out" / "gradebook.csv").open() as handle:
         rows = {row["submission"]: (row["total"], row["max"]) for row in csv.DictReader(handle)}
     assert code == 0 and rows == {"a_tamperer__lab98": ("1", "1"), "b_next__lab98": ("1", "1")}
-    assert "did not match the size and hash recorded" in capsys.readouterr().err
+    assert "no longer match the size and hash it recorded" in capsys.readouterr().err
     assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
     assert caches.verify_kind("onnx") == []  # what the hook rebuilt is recorded
 

@@ -62,8 +62,10 @@ def ensure(lab: Lab) -> list[str]:
     """
     removed = verify()
     if removed:
-        print(f"grader: warning: {len(removed)} export cache file(s) did not match the size and hash recorded "
-              f"when they were written and were deleted: {', '.join(removed[:5])}; rebuilding", file=sys.stderr)
+        print(f"grader: warning: {len(removed)} export cache file(s) were not written by the grader's own "
+              f"preparation or no longer match the size and hash it recorded (an export made by a notebook or "
+              f"regen outside the grader, or a changed file), and were deleted: {', '.join(removed[:5])}"
+              f"{' ...' if len(removed) > 5 else ''}; rebuilding", file=sys.stderr)
         failure = prepare(lab)
         if failure:
             print(f"grader: warning: preparing {lab.name} ({lab.prepare}) failed, kernels will export models "
