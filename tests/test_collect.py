@@ -121,7 +121,7 @@ def test_the_command_line_says_no_such_file_and_where_json_breaks(tmp_path, caps
     from grader import cli
 
     assert cli.main(["check", str(tmp_path / "missing.ipynb")]) == 1
-    assert "missing.ipynb: no such file or folder" in capsys.readouterr().out
+    assert "missing.ipynb: no such notebook" in capsys.readouterr().out
     (tmp_path / "homework.ipynb").write_text('{"cells": [}')
     code = cli.main(["grade", str(tmp_path / "homework.ipynb"), str(tmp_path / "gone.ipynb"),
                      "--out", str(tmp_path / "out"), "--no-progress"])

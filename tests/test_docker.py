@@ -159,6 +159,22 @@ def test_base_image_is_pinned_to_an_exact_tag():
         assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?", base), base
 
 
+def _shell_blocks(markdown: str) -> list[str]:
+    """The fenced code blocks of ``markdown`` marked bash, sh or console, or not marked."""
+    blocks, current, language = [], None, ""
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current, language = [], line[3:].strip()
+            else:
+                if language in ("", "bash", "sh", "console"):
+                    blocks.append("\n".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return blocks
+
+
 def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
     for target in ("student", "grader"):
         runs = [i.args for stage in _chain(target) for i in stage.all("RUN")]
@@ -169,9 +185,11 @@ def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
     readme = (REPO / "README.md").read_text()
     ci = (REPO / ".ci" / "run").read_text()
     assert "docker/setup.sh" in readme and "docker/setup.sh" in ci
-    for name, text in (("README.md", readme), (".ci/run", ci)):
+    blocks = _shell_blocks(readme)  # what a reader runs (prose may name optional tools, e.g. dask-jobqueue)
+    for name, text in (("README.md", "\n".join(blocks)), (".ci/run", ci)):
         commands = [line.split("#")[0] for line in text.splitlines()]
         assert not any("pip install" in c for c in commands), f"{name} installs packages outside docker/setup.sh"
+    assert len(blocks) > 10  # the README's command blocks were found
 
 
 def test_toolchains_lab4_needs_and_the_grader_sandbox():
