@@ -25,7 +25,7 @@ from torch.fx.experimental.optimization import fuse  # noqa: E402
 from util.labs.lab5.nets import build, seeded_input  # noqa: E402
 from util.labs.lab5.tasks import LAB  # noqa: E402
 
-from timing import graded_run  # noqa: E402
+from timing import graded_run, print_rows  # noqa: E402
 
 SOLUTION = REPO / "solutions" / LAB.notebook
 WALL_TARGET = 45.0
@@ -65,11 +65,7 @@ def main() -> None:
     rows = piece_times()
     graded = [graded_run(SOLUTION, LAB.name) for _ in range(args.repeats)]
     rows["grader grade of the solution (hidden cases and judges included)"] = statistics.median(graded)
-    width = max(map(len, rows))
-    for label, seconds in rows.items():
-        print(f"{label:<{width}}  {seconds:7.2f} s")
-    total = rows["grader grade of the solution (hidden cases and judges included)"]
-    print(f"\ngraded wall time / {WALL_TARGET:.0f} s target: {total / WALL_TARGET:.2f} (<= 1.00 meets the target)")
+    print_rows(rows, "grader grade of the solution (hidden cases and judges included)", WALL_TARGET)
 
 
 if __name__ == "__main__":

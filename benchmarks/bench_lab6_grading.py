@@ -25,7 +25,7 @@ from grader.notebook import solution_namespace  # noqa: E402
 from util.labs import get_lab  # noqa: E402
 from util.labs.lab6 import zoo  # noqa: E402
 
-from timing import graded_run, plain_run  # noqa: E402
+from timing import graded_run, plain_run, print_rows  # noqa: E402
 
 WALL_TARGET = 45.0
 SOLUTION = REPO / "solutions" / get_lab("lab6").notebook
@@ -67,11 +67,7 @@ def main() -> None:
     rows["plain run of the solution (nbclient)"] = plain_run(SOLUTION)
     graded = [graded_run(SOLUTION, "lab6") for _ in range(args.repeats)]
     rows["grader grade of the solution"] = statistics.median(graded)
-    width = max(map(len, rows))
-    for label, seconds in rows.items():
-        print(f"{label:<{width}}  {seconds:7.2f} s")
-    print(f"\ngraded wall time / {WALL_TARGET:.0f} s target: {rows['grader grade of the solution'] / WALL_TARGET:.2f}"
-          " (<= 1.00 meets the target)")
+    print_rows(rows, "grader grade of the solution", WALL_TARGET)
 
 
 if __name__ == "__main__":

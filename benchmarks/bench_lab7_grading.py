@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from util.labs import get_lab  # noqa: E402
 
-from timing import graded_run, plain_run  # noqa: E402
+from timing import graded_run, plain_run, print_rows  # noqa: E402
 
 WALL_TARGET = 45.0
 
@@ -40,11 +40,7 @@ def main() -> None:
     solution = REPO / "solutions" / lab.notebook
     rows["plain run of the solution (nbclient)"] = plain_run(solution)
     rows["grader grade of the solution"] = statistics.median(graded_run(solution, "lab7") for _ in range(args.repeats))
-    width = max(map(len, rows))
-    for label, seconds in rows.items():
-        print(f"{label:<{width}}  {seconds:7.2f} s")
-    print(f"\ngraded wall time / {WALL_TARGET:.0f} s target: {rows['grader grade of the solution'] / WALL_TARGET:.2f}"
-          " (<= 1.00 meets the target)")
+    print_rows(rows, "grader grade of the solution", WALL_TARGET)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 * :func:`plain_run`: what a student's "Run all" costs (nbclient executes the notebook, nothing else);
 * :func:`graded_run`: ``grader grade`` of a solution (execution, hidden cases, scoring, result
-  files); it stops the benchmark if the solution does not get full marks.
+  files); it stops the benchmark if the solution does not get full marks;
+
+and :func:`print_rows`, the table every lab's benchmark prints with its graded time against the target.
 """
 from __future__ import annotations
 
@@ -41,3 +43,11 @@ def graded_run(path: Path, lab_name: str, sandbox: bool | None = None) -> float:
     if result.score != result.max_score:
         sys.exit(f"the solution scored {result.score}/{result.max_score}; fix that before benchmarking")
     return seconds
+
+
+def print_rows(rows: dict[str, float], graded: str, target: float) -> None:
+    """Print ``rows`` (label -> seconds) as a table, then ``rows[graded]`` as a fraction of ``target`` seconds."""
+    width = max(map(len, rows))
+    for label, seconds in rows.items():
+        print(f"{label:<{width}}  {seconds:7.2f} s")
+    print(f"\ngraded wall time / {target:.0f} s target: {rows[graded] / target:.2f} (<= 1.00 meets the target)")
