@@ -126,8 +126,9 @@ class Scratch:
         ``filesystem`` forces a mounted filesystem on or off (default: on when :func:`limited`).
         """
         use_fs = limited() if filesystem is None else filesystem
-        base = Path(tempfile.gettempdir())
-        path = Path(tempfile.mkdtemp(prefix=f"grade-{label}-{os.getpid()}-", dir=base))
+        from grader.execute.sandbox import scratch_base  # where student code's user can reach it
+
+        path = Path(tempfile.mkdtemp(prefix=f"grade-{label}-{os.getpid()}-", dir=scratch_base()))
         scratch = cls(path, None, owner)
         try:
             if use_fs:

@@ -72,6 +72,27 @@ def run_as() -> tuple[int, int] | None:
     return uid, gid
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Whether a user other than the owner may pass through ``path`` and each folder above it."""
+    try:
+        return all(os.stat(folder).st_mode & 0o001 for folder in (path, *path.parents))
+    except OSError:
+        return False
+
+
+def scratch_base() -> Path:
+    """The folder that scratch folders are made in: the temp folder, unless the sandbox is built by
+    bwrap run as student code's user (:func:`userns`, for a root grader) and that user may not pass
+    through it (some machines' ``/tmp`` has mode 1700): then ``/var/tmp``, the other folder every
+    user may use."""
+    base = Path(tempfile.gettempdir())
+    if os.geteuid() == 0 and userns() and not _reachable_by_others(base):
+        for other in (Path("/var/tmp"),):
+            if other.is_dir() and _reachable_by_others(other):
+                return other
+    return base
+
+
 def _probe_command(scratch: Path, sandboxed: bool) -> list[str]:
     from grader.execute.launch import command_prefix  # launch builds on this module
 
@@ -81,7 +102,7 @@ def _probe_command(scratch: Path, sandboxed: bool) -> list[str]:
 
 def _probe(sandboxed: bool) -> str | None:
     """Run Python, importing ``util``, exactly as a kernel will be run; ``None`` if it works."""
-    scratch = Path(tempfile.mkdtemp(prefix="grade-probe-"))
+    scratch = Path(tempfile.mkdtemp(prefix="grade-probe-", dir=scratch_base()))
     try:
         for name in (".tmp", ".shm", ".home"):
             (scratch / name).mkdir()
