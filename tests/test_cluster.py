@@ -62,14 +62,15 @@ def _grade(paths, out, capsys, **options):
 TIMING = re.compile(rb'"execution_time": [0-9.e+-]+')
 SCRATCH = re.compile(rb"grade-lab9-(?:\d+-)?[a-z0-9_]+")
 GRADED = re.compile(rb'"graded": "[^"]*"')
+MADE = re.compile(rb"made \d{4}-\d\d-\d\d \d\d:\d\d UTC")
 
 
 def _normalised(path: Path, out: Path) -> bytes:
     """A result file without what differs between any two runs: the seconds a notebook took, when
-    it was graded, the name of its scratch folder (printed by the notebook) and of the gradebook
+    it was graded and when the class report was made, the name of its scratch folder (printed by the notebook) and of the gradebook
     folder (the class report names it)."""
     text = TIMING.sub(b'"execution_time": T', path.read_bytes()).replace(str(out).encode(), b"OUT")
-    return GRADED.sub(b'"graded": G', SCRATCH.sub(b"SCRATCH", text))
+    return MADE.sub(b"made T", GRADED.sub(b'"graded": G', SCRATCH.sub(b"SCRATCH", text)))
 
 
 def test_a_local_cluster_writes_exactly_what_a_local_run_writes(tmp_path, capsys):
