@@ -30,20 +30,10 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from timing import graded_run, plain_run  # noqa: E402
+from timing import graded_run, make_class, plain_run  # noqa: E402
 from util.labs import get_lab  # noqa: E402
 
 THROUGHPUT_TARGET, OVERHEAD_TARGET, SUBMISSIONS = 1.7, 1.15, 8
-
-
-def make_class(lab_name: str, folder: Path) -> None:
-    """8 submissions: the lab's example submissions, topped up with copies of the solution."""
-    lab = get_lab(lab_name)
-    examples = sorted((REPO / "grader" / "examples" / lab_name).glob("*.ipynb"))[:SUBMISSIONS]
-    sources = examples + [REPO / "solutions" / lab.notebook] * (SUBMISSIONS - len(examples))
-    for i, source in enumerate(sources):
-        (folder / f"student{i}").mkdir(parents=True)
-        shutil.copy(source, folder / f"student{i}" / lab.notebook)
 
 
 def _role(process: psutil.Process) -> str | None:
@@ -108,7 +98,7 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}, lab: {args.lab}, load average: {os.getloadavg()[0]:.2f}")
 
     with tempfile.TemporaryDirectory() as folder:
-        make_class(args.lab, Path(folder))
+        make_class(args.lab, Path(folder), SUBMISSIONS)
         serial, _ = grade_class(Path(folder), 1)
         parallel, memory = grade_class(Path(folder), 2)
     ratio = serial / parallel

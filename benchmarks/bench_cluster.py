@@ -33,19 +33,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from util.labs import get_lab  # noqa: E402
+from timing import make_class  # noqa: E402
 
 SUBMISSIONS, TARGET = 16, 0.90
-
-
-def make_class(lab_name: str, folder: Path) -> None:
-    """16 submissions: the lab's example submissions, topped up with copies of the solution."""
-    lab = get_lab(lab_name)
-    examples = sorted((REPO / "grader" / "examples" / lab_name).glob("*.ipynb"))[:SUBMISSIONS]
-    sources = examples + [REPO / "solutions" / lab.notebook] * (SUBMISSIONS - len(examples))
-    for i, source in enumerate(sources):
-        (folder / f"student{i:02d}").mkdir(parents=True)
-        shutil.copy(source, folder / f"student{i:02d}" / Path(lab.notebook).name)
 
 
 def grade(folder: Path, *options: str) -> tuple[float, Path]:
@@ -111,7 +101,7 @@ def main() -> None:
     busy: dict[str, list[float]] = {name: [] for name in modes}  # notebook seconds / (wall x 2 workers)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "class"
-        make_class(args.lab, folder)
+        make_class(args.lab, folder, SUBMISSIONS)
         for repeat in range(args.repeats):
             for name in (list(modes) if repeat % 2 == 0 else list(modes)[::-1]):
                 seconds, out = grade(folder, *modes[name])

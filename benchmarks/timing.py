@@ -4,10 +4,12 @@
 * :func:`graded_run`: ``grader grade`` of a solution (execution, hidden cases, scoring, result
   files); it stops the benchmark if the solution does not get full marks;
 
-and :func:`print_rows`, the table every lab's benchmark prints with its graded time against the target.
+and :func:`print_rows`, the table every lab's benchmark prints with its graded time against the target, and
+:func:`make_class`, the class of submissions the class and cluster benchmarks grade.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
@@ -51,3 +53,13 @@ def print_rows(rows: dict[str, float], graded: str, target: float) -> None:
     for label, seconds in rows.items():
         print(f"{label:<{width}}  {seconds:7.2f} s")
     print(f"\ngraded wall time / {target:.0f} s target: {rows[graded] / target:.2f} (<= 1.00 meets the target)")
+
+
+def make_class(lab_name: str, folder: Path, count: int) -> None:
+    """``count`` submissions in ``folder``: the lab's example submissions, topped up with copies of the solution."""
+    lab = get_lab(lab_name)
+    examples = sorted((REPO / "grader" / "examples" / lab_name).glob("*.ipynb"))[:count]
+    sources = examples + [REPO / "solutions" / lab.notebook] * (count - len(examples))
+    for i, source in enumerate(sources):
+        (folder / f"student{i:02d}").mkdir(parents=True)
+        shutil.copy(source, folder / f"student{i:02d}" / Path(lab.notebook).name)
