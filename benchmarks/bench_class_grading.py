@@ -29,8 +29,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
-
 from timing import graded_run, make_class, plain_run  # noqa: E402
+
 from util.labs import get_lab  # noqa: E402
 
 THROUGHPUT_TARGET, OVERHEAD_TARGET, SUBMISSIONS = 1.7, 1.15, 8

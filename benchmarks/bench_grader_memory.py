@@ -44,8 +44,8 @@ HOSTILE = [
     "for _ in range(50):\n    k.session.send(k.iopub_socket, 'comm_msg', {'comm_id': 'c0'}, parent=parent)",
     "class E(Exception):\n    pass\nfor _ in range(500):\n"
     "    get_ipython().showtraceback((E, E('z' * (4 << 20)), None))",
-    "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab9'), '9.1', 41)\n"
-    "write_answer(output_dir('lab9'), '9.2', 42)",
+    "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab900'), '900.1', 41)\n"
+    "write_answer(output_dir('lab900'), '900.2', 42)",
 ]
 
 
@@ -53,8 +53,8 @@ def _notebook(cells: list[str], path: Path) -> Path:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-    nb = new_notebook(cells=[new_markdown_cell("## Task 9.1: First (5 points)")] + [new_code_cell(c) for c in cells])
-    nb.metadata["course"] = {"lab": "lab9"}
+    nb = new_notebook(cells=[new_markdown_cell("## Task 900.1: First (5 points)")] + [new_code_cell(c) for c in cells])
+    nb.metadata["course"] = {"lab": "lab900"}
     nbformat.write(nb, str(path))
     return path
 
@@ -72,8 +72,8 @@ def measure(scenario: str) -> dict:
             lab = get_lab(next(iter(__import__("util.labs", fromlist=["LABS"]).LABS)))
             path = REPO / "solutions" / lab.notebook
         else:
-            lab = get_lab("lab9")
-            path = _notebook(HOSTILE if scenario == "hostile" else HOSTILE[-1:], Path(folder) / "lab9.ipynb")
+            lab = get_lab("lab900")
+            path = _notebook(HOSTILE if scenario == "hostile" else HOSTILE[-1:], Path(folder) / "lab900.ipynb")
         size = path.stat().st_size
         start = time.monotonic()
         result = grade_submission(path, lab, Path(folder) / "out")
@@ -88,8 +88,8 @@ def main() -> None:
         print(json.dumps(measure(sys.argv[2])))
         return
     with tempfile.TemporaryDirectory() as references:
-        Path(references, "lab9.json").write_text(json.dumps(
-            {"lab": "lab9", "answers": {"9.1": 41, "9.2": 42}, "cases": {}, "provenance": {}}))
+        Path(references, "lab900.json").write_text(json.dumps(
+            {"lab": "lab900", "answers": {"900.1": 41, "900.2": 42}, "cases": {}, "provenance": {}}))
         env = {**os.environ, "COURSE_LAB_DIRS": str(TINY), "COURSE_REFERENCE_DIR": references}
         rows = []
         for scenario in ("tiny" if "--tiny" in sys.argv else "normal", "hostile"):

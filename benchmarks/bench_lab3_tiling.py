@@ -2,7 +2,7 @@
 
 Builds the untiled AlexNet export, the naive tiled layout (task 3.3: Split / MatMul / Sum / Concat)
 and the efficient layout (task 3.6: pre-tiled weights, one batched MatMul, ReduceSum) with the
-*solution's* functions (``grader.notebook.solution_namespace``), then measures for each, on
+*solution's* functions (``grader.author.solution.solution_namespace``), then measures for each, on
 ``--threads`` intra-op threads: session creation time and median latency of one 1x3x224x224 image,
 and prints the ratios to the untiled model.
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from grader.notebook import solution_namespace  # noqa: E402
+from grader.author.solution import solution_namespace  # noqa: E402
 
 LATENCY_TARGET, SESSION_TARGET = 1.3, 2.0
 

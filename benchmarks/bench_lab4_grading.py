@@ -22,11 +22,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from timing import graded_run  # noqa: E402
+
 from util.labs.lab4.cpp_analyzer import Analyzer  # noqa: E402
 from util.labs.lab4.cpp_build import build  # noqa: E402
 from util.labs.lab4.torchscript import export  # noqa: E402
-
-from timing import graded_run  # noqa: E402
 
 SOLUTION = REPO / "solutions" / "lab4_libtorch"
 WALL_TARGET = 60.0

@@ -20,12 +20,11 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 import torch.fx as fx  # noqa: E402
+from timing import graded_run, print_rows  # noqa: E402
 from torch.fx.experimental.optimization import fuse  # noqa: E402
 
 from util.labs.lab5.nets import build, seeded_input  # noqa: E402
 from util.labs.lab5.tasks import LAB  # noqa: E402
-
-from timing import graded_run, print_rows  # noqa: E402
 
 SOLUTION = REPO / "solutions" / LAB.notebook
 WALL_TARGET = 45.0

@@ -2,7 +2,7 @@
 notebook and ``grader grade`` of it (hidden cases and judges included), against the target.
 
 Target (issue 18): the graded solution in <= 45 s on 2 cores. The steps are the *solution's*
-functions (``grader.notebook.solution_namespace``) on ResNet-18 at 8 x 3 x 64 x 64; the isolation
+functions (``grader.author.solution.solution_namespace``) on ResNet-18 at 8 x 3 x 64 x 64; the isolation
 also reports how many sessions delta debugging needed (one session per test).
 
     python benchmarks/bench_lab6_grading.py [--repeats 1]
@@ -21,11 +21,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.notebook import solution_namespace  # noqa: E402
+from timing import graded_run, plain_run, print_rows  # noqa: E402
+
+from grader.author.solution import solution_namespace  # noqa: E402
 from util.labs import get_lab  # noqa: E402
 from util.labs.lab6 import zoo  # noqa: E402
-
-from timing import graded_run, plain_run, print_rows  # noqa: E402
 
 WALL_TARGET = 45.0
 SOLUTION = REPO / "solutions" / get_lab("lab6").notebook

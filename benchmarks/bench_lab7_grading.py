@@ -19,9 +19,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from util.labs import get_lab  # noqa: E402
-
 from timing import graded_run, plain_run, print_rows  # noqa: E402
+
+from util.labs import get_lab  # noqa: E402
 
 WALL_TARGET = 45.0
 

@@ -29,16 +29,15 @@ sys.path.insert(0, str(REPO))
 os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"   # before numpy loads its BLAS
 
 import numpy as np  # noqa: E402
+from timing import graded_run  # noqa: E402
 
-from grader.notebook import solution_namespace  # noqa: E402
+from grader.author.solution import solution_namespace  # noqa: E402
 from util.labs.lab8.graphs import graph, random_feeds  # noqa: E402
 from util.labs.lab8.harness import load_weights, make_pool  # noqa: E402
-from util.labs.lab8.verify import matmul_sizes  # noqa: E402
+from util.labs.lab8.judge_timing import judge_library  # noqa: E402
 from util.labs.lab8.kernel import build_library, build_naive, load_matmul  # noqa: E402
 from util.labs.lab8.plans import course_plan, course_shapes  # noqa: E402
-from util.labs.lab8.judge_timing import judge_library  # noqa: E402
-
-from timing import graded_run  # noqa: E402
+from util.labs.lab8.verify import matmul_sizes  # noqa: E402
 
 SOLUTION = REPO / "solutions" / "lab8_graph_executor"
 TARGET_SECONDS = 45.0

@@ -21,8 +21,8 @@ sys.path.insert(0, str(REPO))
 import nbformat  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 
-from grader.grade.submission import grade_submission  # noqa: E402
 from grader.execute.scratch import kernel_env  # noqa: E402
+from grader.grade.submission import grade_submission  # noqa: E402
 from util.labs import get_lab  # noqa: E402
 
 

@@ -1,19 +1,22 @@
 """The course's autograder: run notebooks, judge their answers, report grades, author the labs.
 
-Subpackages by what they do (as otter-grader groups by verb):
+Subpackages by what they do (as otter-grader groups by verb), importing each other one way only
+(README "Layers"; ``tests/test_structure.py`` holds them to it):
 
-* ``execute/``: run one notebook: a fresh kernel in the sandbox, under limits, in a scratch folder
-  (``kernel``, ``scratch``, ``sandbox``, ``limits``, ``watchdog``, ``output``);
+* ``core/``: the vocabulary all share: results, the grading record, limits and the deadline policy,
+  safe text, atomic files, reading notebooks and untrusted files;
+* ``execute/``: run one notebook or process confined: a fresh kernel in the sandbox, under limits, in a
+  scratch folder (``kernel``, ``confinement``, ``sandbox``, ``launch``, ``watchdog``, ``output``);
 * ``judge/``: turn what a run exported into points (``compare``, ``score``, ``artifacts``: the
-  grader-side checks of saved files, ``references``: the expected answers);
-* ``report/``: results, feedback, the class's gradebooks, statistics, report page and LMS exports;
-* ``grade/``: grade one submission or a whole class (``submission``, ``batch``, ``resume``,
-  ``gradescope``), locally or on a Dask cluster (``cluster``, ``worker_check``, ``parcel``);
-* ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``) and
-  regenerate the references (``regen``).
+  grader-side checks of saved files in a judge process, ``references``: the expected answers);
+* ``report/``: feedback, the class's gradebooks, statistics, report page and LMS exports (``lms/``);
+* ``grade/``: grading composed: one run (``run``), one submission, one job (``jobs``), a whole class
+  (``batch``, ``resume``), Gradescope, a Dask cluster (``cluster``, ``worker_check``, ``parcel``);
+* ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``),
+  regenerate the references (``regen``), release the students' copy.
 
-``cli`` only parses arguments; ``notebook`` reads course notebooks; ``selfcheck`` is the students'
-``python -m grader check``. No module here names a lab: labs are plug-ins in ``util/labs/``.
+``cli`` only parses arguments; ``selfcheck`` is the students' ``python -m grader check``. No module
+here names a lab: labs are plug-ins in ``util/labs/``.
 """
 from pathlib import Path
 

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 
 from grader import __version__
-from grader.execute.limits import Limits, parse_size
+from grader.core.limits import Limits, parse_size
+from grader.report import lms
+from grader.report.lms.table import MISSING
 from util.labs import LABS, get_lab
 
 GRADEBOOK = Path("build/gradebook")
@@ -127,12 +129,11 @@ def parser() -> argparse.ArgumentParser:
                    help="also collect each student's feedback as DIR/<submission>.md and .html")
     _class_flags(r)
 
-    from grader.report.export import FORMATS, MISSING
-    e = _sub(sub, "export", "write the grades as the upload file of an LMS (Canvas, Moodle) or as CSV",
+    e = _sub(sub, "export", "write the grades as the upload file of an LMS or as CSV",
              "Write OUT/export_<format>.csv: one row per student on the roster, including students who "
-             "submitted nothing, one column per lab (total after overrides and late penalties). Canvas: "
-             "Grades > Import; Moodle: Grades > Import > CSV file (identify users by email address).")
-    e.add_argument("--format", required=True, choices=FORMATS, help="the LMS the file is for")
+             "submitted nothing, one column per lab (total after overrides and late penalties).")
+    e.add_argument("--format", required=True, choices=list(lms.formats()), metavar="FORMAT",
+                   help="the LMS the file is for: " + lms.help_text())
     e.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
                    help="the gradebook folder to export (default: %(default)s)")
     e.add_argument("--file", type=Path, metavar="CSV", help="write here instead of OUT/export_<format>.csv")
@@ -201,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
                           feedback_dir=args.feedback_dir, sandbox=False if args.no_sandbox else None,
                           settings=_settings(args), reveal=args.show_expected, cluster=args.cluster)
     if args.command == "report":
-        from grader.report import classbook
-        return classbook.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))
+        from grader.report import class_folder
+        return class_folder.main(out=args.out, feedback_dir=args.feedback_dir, settings=_settings(args))
     if args.command == "export":
         from grader.report import export
         return export.main(out=args.out, fmt=args.format, labs=args.lab, columns=args.column,

@@ -18,10 +18,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import REPO, notebook
+from grader import REPO
+from grader.core import notebook
+from grader.core.limits import Deadlines, Limits
 from grader.execute.kernel import Execution, execute
 from grader.execute.scratch import copy_support, kernel_env
-from grader.grade.submission import resolve_lab
+from grader.grade.collect import resolve_lab
 from util.contract import Lab
 from util.labs import LABS
 from util.selfcheck import TaskReport, cell_source, read_reports
@@ -47,7 +49,7 @@ def find_notebook(name: str | Path, cwd: Path | None = None) -> Path:
         raise FileNotFoundError(f"{name}: no such notebook (looked in {cwd}); give a notebook's path or a "
                                 f"lab's name ({', '.join(LABS)})")
     else:
-        found = [l for l in LABS.values() if Path(l.notebook).name == given.name]
+        found = [lab for lab in LABS.values() if Path(lab.notebook).name == given.name]
         relative = Path(found[0].notebook) if found else given
     candidates = [cwd / relative, cwd / relative.name, cwd / "labs" / relative, REPO / "labs" / relative]
     for candidate in dict.fromkeys(candidates):
@@ -102,10 +104,9 @@ def run_selfcheck(path: Path, lab: Lab, *, cell_timeout: int | None = None,
     try:
         copy_support(lab, path.parent, scratch)  # a folder lab's support files (e.g. cpp/), as grading does
         report_path = scratch / "selfcheck.json"
-        execution = execute(nb, scratch, kernel_env(scratch / "answers"),
-                            cell_timeout=cell_timeout or lab.cell_timeout,
-                            notebook_timeout=notebook_timeout or lab.notebook_timeout,
-                            extra_cells=(cell_source(lab.name, report_path, tasks),), extra_timeout=lab.hidden_timeout)
+        deadlines = Deadlines.resolve(lab, Limits(cell_timeout=cell_timeout, notebook_timeout=notebook_timeout))
+        execution = execute(nb, scratch, kernel_env(scratch / "answers"), deadlines=deadlines,
+                            extra_cells=(cell_source(lab.name, report_path, tasks),))
         reports = tuple(read_reports(report_path)) if report_path.exists() else ()
         return SelfCheck(path, lab.name, reports, execution)
     finally:

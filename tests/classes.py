@@ -2,7 +2,7 @@
 run would store them (``grading.json`` in each submission's folder), so the gradebooks, exports and
 the class report are tested in milliseconds without running a notebook.
 
-``result("lab9", {"9.1": 5, "9.2": (0, "failed", "expected 42, found 41")})`` makes a result: each
+``result("lab900", {"900.1": 5, "900.2": (0, "failed", "expected 42, found 41")})`` makes a result: each
 task is worth 5 points in one check (``answer``); a number is its points (5: passed, else failed),
 a tuple gives points, status and message. ``store(out, "amy", result, source=..., submitted=...)``
 writes the record.
@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.grade import resume
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
+from grader.core import records
+from grader.core.results import CheckResult, SubmissionResult, TaskResult
 
-TITLES = {"9.1": "First", "9.2": "Second", "8.1": "Other"}
+TITLES = {"900.1": "First", "900.2": "Second", "8.1": "Other"}
 
 
 def result(lab: str, tasks: dict, *, execution: str = "completed", notes: tuple[str, ...] = (),
@@ -41,6 +41,6 @@ def store(out: Path, name: str, res: SubmissionResult, *, source: Path | str | N
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.json").write_text("{}")
     key = {"lab": res.lab, "submission": digest or f"hash-of-{name}", "references": "r", "grader": "g", "limits": "l"}
-    resume.save(folder, key, res, source=Path(source) if source else out.parent / "class" / name / "nb.ipynb",
+    records.save(folder, key, res, source=Path(source) if source else out.parent / "class" / name / "nb.ipynb",
                 submitted=when(submitted) if submitted else None, retry=retry)
     return folder

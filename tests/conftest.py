@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.core.results import SubmissionResult
 from grader.grade.submission import grade_submission
-from grader.report.results import SubmissionResult
 from util.labs import get_lab
 
 REPO = Path(__file__).resolve().parent.parent

@@ -4,29 +4,29 @@ import json
 import os
 
 import pytest
-
-from grader.execute.kernel import Execution
-from grader.execute.limits import Limits
-from grader.judge import artifacts, score
 from tinylab import registered
+
+from grader.core.limits import Limits
+from grader.execute.kernel import Execution
+from grader.judge import artifacts, score
 from util.artifacts import case_file
 from util.contract import Case, Lab, Task
 
 SPEC = {"M": 4}
 CONTENTS = {"good": b"1234", "short": b"12", "raised": b"boom", "crash": b"crash", "hang": b"hang",
             "bloat": b"bloat", "child": b"child", "noise": b"noise", "many": b"many", "after": b"5678"}
-"""Case id -> what its saved file holds (see tests/tinylab_labs/lab9/judge.py); ``absent`` saves none."""
+"""Case id -> what its saved file holds (see tests/tinylab_labs/lab900/judge.py); ``absent`` saves none."""
 LIMITS = Limits(memory=512 << 20, procs=16, judge_timeout=8)
 
 
-def lab(check="lab9.judge:check_size", names=("good", "short", "absent", "raised")):
-    task = Task(id="9.1", title="Saved model", points=1, answer="x", function="f", run_case=lambda f, s: None,
+def lab(check="lab900.judge:check_size", names=("good", "short", "absent", "raised")):
+    task = Task(id="900.1", title="Saved model", answer_points=1, answer="x", function="f", run_case=lambda f, s: None,
                 cases=tuple(Case(name, {"M": i}, i + 1) for i, name in enumerate(names)), grader_check=check)
-    return Lab("lab9", "t", "lab9.ipynb", (task,))
+    return Lab("lab900", "t", "lab900.ipynb", (task,))
 
 
 def records(the_lab):
-    return {"9.1": {c.id: {"status": "ok", "value": {"saved": "x"}} for c in the_lab.tasks[0].cases}}
+    return {"900.1": {c.id: {"status": "ok", "value": {"saved": "x"}} for c in the_lab.tasks[0].cases}}
 
 
 def saved(the_lab, folder):
@@ -46,7 +46,7 @@ def tiny(tmp_path):
 
 def test_verdicts_judge_each_saved_file_in_a_judge_process_and_never_raise(tmp_path, tiny):
     the_lab = lab()
-    found = artifacts.verdicts(the_lab, records(the_lab), saved(the_lab, tmp_path / "files"), limits=LIMITS)["9.1"]
+    found = artifacts.verdicts(the_lab, records(the_lab), saved(the_lab, tmp_path / "files"), limits=LIMITS)["900.1"]
     assert found["good"] == [] and found["short"] == ["only 2 bytes"]
     assert found["absent"] == ["f() returned, but no file was saved for this case"]
     assert found["raised"] == ["the grader could not check the model (RuntimeError: hostile bytes)"]
@@ -54,7 +54,7 @@ def test_verdicts_judge_each_saved_file_in_a_judge_process_and_never_raise(tmp_p
 
 def test_a_file_that_crashes_hangs_or_bloats_its_check_costs_only_its_own_case(tmp_path, tiny):
     the_lab = lab(names=("crash", "good", "hang", "bloat", "child", "noise", "many", "after"))
-    found = artifacts.verdicts(the_lab, records(the_lab), saved(the_lab, tmp_path / "files"), limits=LIMITS)["9.1"]
+    found = artifacts.verdicts(the_lab, records(the_lab), saved(the_lab, tmp_path / "files"), limits=LIMITS)["900.1"]
     assert found["crash"] == ["the grader's check of this file crashed (signal 11)"]
     assert found["hang"] == ["the grader's check of this file was still running after 8 s and was stopped"]
     assert found["bloat"] in (["the grader's check of this file ran out of memory"],  # a MemoryError (rlimit)
@@ -66,9 +66,9 @@ def test_a_file_that_crashes_hangs_or_bloats_its_check_costs_only_its_own_case(t
 def test_cases_that_failed_in_the_kernel_are_not_judged_again(tmp_path, tiny):
     the_lab = lab()
     kernel = records(the_lab)
-    kernel["9.1"]["short"] = {"status": "error", "message": "ValueError: no"}
-    kernel["9.1"]["raised"] = ["not", "a", "record"]  # whatever the kernel wrote, never a grader fault
-    found = artifacts.verdicts(the_lab, kernel, saved(the_lab, tmp_path / "files"), limits=LIMITS)["9.1"]
+    kernel["900.1"]["short"] = {"status": "error", "message": "ValueError: no"}
+    kernel["900.1"]["raised"] = ["not", "a", "record"]  # whatever the kernel wrote, never a grader fault
+    found = artifacts.verdicts(the_lab, kernel, saved(the_lab, tmp_path / "files"), limits=LIMITS)["900.1"]
     assert set(found) == {"good", "absent"}
 
 
@@ -79,11 +79,11 @@ def test_a_bad_check_name_is_a_clear_error(tmp_path):
 
 def test_score_turns_problems_into_failed_checks_with_the_message(tmp_path, tiny):
     the_lab = lab()
-    refs = {"answers": {"9.1": 1}, "cases": {"9.1": {c: {"saved": "x"} for c in ("good", "short", "absent", "raised")}}}
+    refs = {"answers": {"900.1": 1}, "cases": {"900.1": {c: {"saved": "x"} for c in ("good", "short", "absent", "raised")}}}
     execution = Execution("completed", 1.0, ())
     verdicts = artifacts.verdicts(the_lab, records(the_lab), saved(the_lab, tmp_path / "files"), limits=LIMITS)
-    del verdicts["9.1"]["raised"]                        # as if the grader never judged it
-    (task,) = score.score(the_lab, refs, {"9.1": 1}, records(the_lab), execution, verdicts)
+    del verdicts["900.1"]["raised"]                        # as if the grader never judged it
+    (task,) = score.score(the_lab, refs, {"900.1": 1}, records(the_lab), execution, verdicts)
     got = {c.name: (c.status, c.score, c.message) for c in task.checks}
     assert got["good"] == ("passed", 1, "")
     assert got["short"] == ("failed", 0, "only 2 bytes")
@@ -123,7 +123,7 @@ def test_save_model_refuses_what_is_not_a_model(tmp_path, monkeypatch):
     from util.artifacts import save_model
     monkeypatch.setenv("COURSE_OUTPUT_DIR", str(tmp_path))
     with pytest.raises(TypeError, match=r"f\(\) must return an onnx.ModelProto, not a dict"):
-        save_model({}, SPEC, "lab9", "f")
+        save_model({}, SPEC, "lab900", "f")
 
 
 def test_arrays_round_trip_without_pickle_and_the_grader_finds_any_suffix(tmp_path, monkeypatch):

@@ -4,9 +4,9 @@ import copy
 import pytest
 
 from grader.author import build
-from grader import notebook
-from util.contract import Mistake
 from grader.author.markers import MarkerError, has_markers
+from grader.core import notebook
+from util.contract import Mistake
 from util.labs import LABS
 
 LAB_NAMES = [name for name, lab in LABS.items() if lab.tasks]

@@ -1,7 +1,7 @@
 """The export caches: every file is recorded (size, SHA-256) when written and verified before each
 submission; a file that does not match is deleted and rebuilt, so no one is graded against it.
 
-Issue 12 item 2: a kernel that could write the cache replaced a model, and the next student's
+A kernel that could write the cache could replace a model, and the next student's
 notebook read the replacement. The sandbox shows the caches read-only (tests/test_walls.py); here
 the cache is made writable to everyone and graded without the sandbox, the way the tampering
 happened, and the student graded next must still read the real file.
@@ -17,17 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from tinylab import write
 
+from grader.core.limits import Limits
 from grader.execute import caches
-from grader.execute.limits import Limits
 from grader.grade import batch
 from grader.judge.references import REFERENCE_ENV
-from tinylab import write
 from util import export_cache, labs
 
 FOLDER = Path(__file__).resolve().parent / "cachelab_labs"
 READ = ("from util import export_cache\nfrom util.answers import write_answer, output_dir\n"
-        "write_answer(output_dir('lab98'), '98.1', int(export_cache.find('onnx', 'answer.bin').read_bytes()))")
+        "write_answer(output_dir('lab998'), '998.1', int(export_cache.find('onnx', 'answer.bin').read_bytes()))")
 TAMPER = "open(export_cache.find('onnx', 'answer.bin'), 'wb').write(b'13')"
 
 
@@ -76,26 +76,26 @@ def test_ensure_rebuilds_what_it_deleted_with_the_labs_hook(cache, monkeypatch):
 
 def test_the_student_after_a_cache_tamperer_reads_the_real_file(tmp_path, cache, monkeypatch, capsys):
     (tmp_path / "references").mkdir()
-    (tmp_path / "references" / "lab98.json").write_text(json.dumps(
-        {"lab": "lab98", "answers": {"98.1": 42}, "cases": {}, "provenance": {}}))
+    (tmp_path / "references" / "lab998.json").write_text(json.dumps(
+        {"lab": "lab998", "answers": {"998.1": 42}, "cases": {}, "provenance": {}}))
     monkeypatch.setenv(labs.LAB_DIRS_ENV, str(FOLDER))
     monkeypatch.setenv(REFERENCE_ENV, str(tmp_path / "references"))
     monkeypatch.syspath_prepend(str(FOLDER))
-    from lab98.tasks import LAB
-    monkeypatch.setitem(labs.LABS, "lab98", LAB)
-    monkeypatch.setitem(labs.PACKAGES, "lab98", "lab98")
+    from lab998.tasks import LAB
+    monkeypatch.setitem(labs.LABS, "lab998", LAB)
+    monkeypatch.setitem(labs.PACKAGES, "lab998", "lab998")
     cache.mkdir()
     (cache / "answer.bin").write_bytes(b"13")  # there before the grader: never recorded, so never trusted
-    heading = new_markdown_cell("## Task 98.1: From the cache (1 points)")
+    heading = new_markdown_cell("## Task 998.1: From the cache (1 points)")
     for name, cells in {"a_tamperer": [READ, TAMPER], "b_next": [READ]}.items():
         nb = new_notebook(cells=[heading] + [new_code_cell(c) for c in cells])
-        nb.metadata["course"] = {"lab": "lab98"}
-        write(nb, tmp_path / "class" / name / "lab98.ipynb")
-    code = batch.main(paths=[tmp_path / "class"], out=tmp_path / "out", lab="lab98", progress=False, sandbox=False,
+        nb.metadata["course"] = {"lab": "lab998"}
+        write(nb, tmp_path / "class" / name / "lab998.ipynb")
+    code = batch.main(paths=[tmp_path / "class"], out=tmp_path / "out", lab="lab998", progress=False, sandbox=False,
                       limits=Limits(cell_timeout=60, notebook_timeout=120))
     with (tmp_path / "out" / "gradebook.csv").open() as handle:
         rows = {row["submission"]: (row["total"], row["max"]) for row in csv.DictReader(handle)}
-    assert code == 0 and rows == {"a_tamperer__lab98": ("1", "1"), "b_next__lab98": ("1", "1")}
+    assert code == 0 and rows == {"a_tamperer__lab998": ("1", "1"), "b_next__lab998": ("1", "1")}
     assert "no longer match the size and hash it recorded" in capsys.readouterr().err
     assert export_cache.find("onnx", "answer.bin").read_bytes() == b"42"
     assert caches.verify_kind("onnx") == []  # what the hook rebuilt is recorded

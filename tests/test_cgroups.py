@@ -13,8 +13,8 @@ import time
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from grader.core.limits import Deadlines, Limits
 from grader.execute import cgroups
-from grader.execute.limits import Limits
 
 
 def test_the_cgroup2_mount_is_read_from_mountinfo(tmp_path):
@@ -70,8 +70,8 @@ def test_the_kernel_enforces_memory_and_tasks_for_the_whole_submission(tmp_path)
     from grader.execute.scratch import kernel_env
 
     def run(code: str, folder):
-        nb = new_notebook(cells=[new_markdown_cell("## Task 9.1: Thing (1 points)"), new_code_cell(code)])
-        return execute(nb, folder, kernel_env(folder / "answers"), cell_timeout=60, notebook_timeout=120,
+        nb = new_notebook(cells=[new_markdown_cell("## Task 900.1: Thing (1 points)"), new_code_cell(code)])
+        return execute(nb, folder, kernel_env(folder / "answers"), deadlines=Deadlines(cell=60, notebook=120, hidden=300, judge=120),
                        limits=Limits(memory=512 << 20, procs=16, fsize=1 << 30))
 
     (tmp_path / "a").mkdir()

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader.grade import batch
-from grader.grade.submission import find_submissions
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
+from grader.core.results import CheckResult, SubmissionResult, TaskResult
+from grader.grade import batch, jobs
+from grader.grade.collect import find_submissions
 from util.answers import write_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def _stand_in(path, lab, out_dir, **_):
 
 @pytest.fixture
 def stand_in(monkeypatch):
-    monkeypatch.setattr(batch, "grade_submission", _stand_in)
+    monkeypatch.setattr(jobs, "grade_submission", _stand_in)
     monkeypatch.setattr(batch, "prepare", lambda labs: None)
 
 

@@ -5,25 +5,25 @@ from __future__ import annotations
 import base64
 import time
 
-from classes import result, store
-from grader.report import classbook
-from grader.report.settings import Settings
-
 import webdriver
+from classes import result, store
 from webdriver import browser  # noqa: F401 (the fixture)
+
+from grader.report import class_folder
+from grader.report.settings import Settings
 
 webdriver.needed()
 
 
 def _class(out, tmp_path):
-    store(out, "amy", result("lab9", {"9.1": 5, "9.2": 0}), source=tmp_path / "class" / "amy" / "lab9.ipynb")
-    store(out, "bob", result("lab9", {"9.1": 5, "9.2": 5}), source=tmp_path / "class" / "bob" / "lab9.ipynb")
-    store(out, "cat <b>&amp; x", result("lab9", {"9.1": (0, "error", "<b>boom</b>"), "9.2": 0}, execution="timeout"),
-          source=tmp_path / "class" / "cat" / "lab9.ipynb")
+    store(out, "amy", result("lab900", {"900.1": 5, "900.2": 0}), source=tmp_path / "class" / "amy" / "lab900.ipynb")
+    store(out, "bob", result("lab900", {"900.1": 5, "900.2": 5}), source=tmp_path / "class" / "bob" / "lab900.ipynb")
+    store(out, "cat <b>&amp; x", result("lab900", {"900.1": (0, "error", "<b>boom</b>"), "900.2": 0}, execution="timeout"),
+          source=tmp_path / "class" / "cat" / "lab900.ipynb")
     store(out, "dan", result("lab8", {"8.1": 2.5}), source=tmp_path / "class" / "dan" / "lab8.ipynb")
     (tmp_path / "roster.csv").write_text("student_id,name,submission\ns1,Amy,class/amy\ns2,Bob,class/bob\n"
                                          "s3,Cat,class/cat\ns4,Dan,class/dan\ns5,Eve,class/eve\n")
-    classbook.write(classbook.build(out, Settings().updated(roster=str(tmp_path / "roster.csv"))))
+    class_folder.write(class_folder.build(out, Settings().updated(roster=str(tmp_path / "roster.csv"))))
 
 
 def _wait(browser, script, what):
@@ -51,9 +51,9 @@ def test_the_class_report_renders_its_plots_and_links_to_feedback(browser, tmp_p
           failures: Array.from(document.querySelectorAll('table.tasks td:nth-child(6)'), (td) => td.textContent),
           scripts: document.querySelectorAll('script').length,
         };""")
-    assert page["title"] == "Class report" and page["sections"] == ["lab8", "lab9"]
+    assert page["title"] == "Class report" and page["sections"] == ["lab8", "lab900"]
     assert [p["alt"] for p in page["plots"]] == ["lab8 score distribution", "lab8 pass rate per task",
-                                                 "lab9 score distribution", "lab9 pass rate per task"]
+                                                 "lab900 score distribution", "lab900 pass rate per task"]
     assert all(p["complete"] and p["width"] > 300 and p["height"] > 150 for p in page["plots"]), page["plots"]
     assert [name for name, _ in page["links"]] == ["dan", "amy", "bob", "cat <b>&amp; x"]  # escaped, not italics
     assert "not submitted" in page["statuses"] and "errors" in page["statuses"]

@@ -42,7 +42,7 @@ def test_grade_with_nothing_to_grade_says_so(tmp_path, capsys):
 
 
 def test_same_file_names_in_different_folders_get_distinct_result_folders(tmp_path):
-    from grader.grade.submission import output_names
+    from grader.grade.collect import output_names
     paths = [tmp_path / "alice" / "lab1.ipynb", tmp_path / "bob" / "lab1.ipynb"]
     for p in paths:
         p.parent.mkdir()
@@ -76,7 +76,7 @@ def test_version_and_help_on_every_subcommand_and_flag(capsys):
     [subparsers] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     for name, sub in subparsers.choices.items():
         assert [a.help for a in subparsers._choices_actions if a.dest == name][0], name
-        if name != "check":  # the student's self-check belongs to issue 15
+        if name != "check":  # the student's self-check has its own tests (test_selfcheck.py)
             assert sub.description, f"{name} has no description"
         undocumented = [a.option_strings or a.dest for a in sub._actions if not a.help]
         assert undocumented == [], f"{name}: {undocumented}"

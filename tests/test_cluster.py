@@ -17,17 +17,17 @@ import time
 from pathlib import Path
 
 import pytest
-
-from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits
-from grader.grade import batch
-from grader.judge.references import REFERENCE_ENV
 from tinylab import GOOD_1, GOOD_2, REFERENCES, export, notebook, registered, write
 
+from grader.core.limits import Limits
+from grader.execute import confinement
+from grader.grade import batch
+from grader.judge.references import REFERENCE_ENV
+
 LIMITS = Limits(cell_timeout=30, notebook_timeout=60)
-SANDBOX = None if sandboxing.unavailable_reason() is None else False
+SANDBOX = None if confinement.unavailable_reason() is None else False
 """Workers must have bubblewrap unless told otherwise: where it does not work, grade without it."""
-HEADING_1, HEADING_2 = ("md", "## Task 9.1: First (5 points)"), ("md", "## Task 9.2: Second (5 points)")
+HEADING_1, HEADING_2 = ("md", "## Task 900.1: First (5 points)"), ("md", "## Task 900.2: Second (5 points)")
 
 
 ENVIRONMENT = ("import os\nprint({name: os.environ.get(name) for name in ('MALLOC_TRIM_THRESHOLD_', 'OMP_NUM_THREADS', "
@@ -38,14 +38,14 @@ ENVIRONMENT = ("import os\nprint({name: os.environ.get(name) for name in ('MALLO
 def _class(root: Path, *, extra: tuple[str, ...] = ()) -> Path:
     """amy (10/10), bob (5/10; prints part of its environment), cat (a .py, no notebook: graded in the grader's process) and dan
     (not JSON: the message says so), plus ``extra`` good notebooks."""
-    write(notebook(HEADING_1, GOOD_1, HEADING_2, GOOD_2), root / "amy" / "lab9.ipynb")
-    write(notebook(HEADING_1, export("9.1", "40"), HEADING_2, GOOD_2, ENVIRONMENT), root / "bob" / "lab9.ipynb")
+    write(notebook(HEADING_1, GOOD_1, HEADING_2, GOOD_2), root / "amy" / "lab900.ipynb")
+    write(notebook(HEADING_1, export("900.1", "40"), HEADING_2, GOOD_2, ENVIRONMENT), root / "bob" / "lab900.ipynb")
     (root / "cat").mkdir(parents=True)
-    (root / "cat" / "lab9.py").write_text("print(41)\n")
+    (root / "cat" / "lab900.py").write_text("print(41)\n")
     (root / "dan").mkdir(parents=True)
-    (root / "dan" / "lab9.ipynb").write_text("{not json")
+    (root / "dan" / "lab900.ipynb").write_text("{not json")
     for name in extra:
-        write(notebook(HEADING_1, GOOD_1, HEADING_2, GOOD_2), root / name / "lab9.ipynb")
+        write(notebook(HEADING_1, GOOD_1, HEADING_2, GOOD_2), root / name / "lab900.ipynb")
     return root
 
 
@@ -60,7 +60,7 @@ def _grade(paths, out, capsys, **options):
 
 
 TIMING = re.compile(rb'"execution_time": [0-9.e+-]+')
-SCRATCH = re.compile(rb"grade-lab9-(?:\d+-)?[a-z0-9_]+")
+SCRATCH = re.compile(rb"grade-lab900-(?:\d+-)?[a-z0-9_]+")
 GRADED = re.compile(rb'"graded": "[^"]*"')
 MADE = re.compile(rb"made \d{4}-\d\d-\d\d \d\d:\d\d UTC")
 
@@ -84,16 +84,16 @@ def test_a_local_cluster_writes_exactly_what_a_local_run_writes(tmp_path, capsys
     for name in ("gradebook.csv", "statistics.csv", "regrade_diff.csv"):
         assert (cluster / name).read_bytes() == (local / name).read_bytes(), name
     assert {n: r["total"] for n, r in _rows(cluster).items()} == {
-        "amy__lab9": "10", "bob__lab9": "5", "dan__lab9": "0", "cat": "0"}
+        "amy__lab900": "10", "bob__lab900": "5", "dan__lab900": "0", "cat": "0"}
     files = sorted(p.relative_to(local) for p in local.rglob("*") if p.is_file())
     assert sorted(p.relative_to(cluster) for p in cluster.rglob("*") if p.is_file()) == files
     assert len(files) == 6 + 2 * 7 + 2 * 4  # class files; amy, bob: 7 files; cat, dan: results, feedback (2), record
     for name in files:
         assert _normalised(cluster / name, cluster) == _normalised(local / name, local), name
         assert (cluster / name).stat().st_mode == (local / name).stat().st_mode, name
-    record = json.loads((cluster / "dan__lab9" / "grading.json").read_text())
-    assert record["result"]["submission"] == str(root / "dan" / "lab9.ipynb")  # the instructor's path
-    assert record["result"]["notes"][0].startswith("lab9.ipynb is not a valid Jupyter notebook: it is not valid JSON")
+    record = json.loads((cluster / "dan__lab900" / "grading.json").read_text())
+    assert record["result"]["submission"] == str(root / "dan" / "lab900.ipynb")  # the instructor's path
+    assert record["result"]["notes"][0].startswith("lab900.ipynb is not a valid Jupyter notebook: it is not valid JSON")
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def _kill_on_sight(client, wanted: dict[str, int], stop: threading.Event, killed
     while not stop.is_set() and any(wanted.values()):
         for address, keys in client.processing().items():
             for key in keys:
-                name = next((n for n in wanted if key.endswith("-" + n + "__lab9")), None)
+                name = next((n for n in wanted if key.endswith("-" + n + "__lab900")), None)
                 if name and wanted[name] and key not in seen:
                     pid = client.run(os.getpid, workers=[address])[address]
                     os.kill(pid, signal.SIGKILL)
@@ -135,26 +135,26 @@ def test_workers_killed_mid_batch_still_leave_every_row(cluster, tmp_path, capsy
     finally:
         stop.set()
         killer.join()
-    assert sorted(re.sub(r"^grade-\w+-\d+-", "", k) for k in killed) == ["1-amy__lab9", "1-eve__lab9", "2-eve__lab9"]
+    assert sorted(re.sub(r"^grade-\w+-\d+-", "", k) for k in killed) == ["1-amy__lab900", "1-eve__lab900", "2-eve__lab900"]
     rows = _rows(tmp_path / "out")
     assert {n: (r["total"], r["status"]) for n, r in rows.items()} == {
-        "amy__lab9": ("10", "full marks"),  # its worker died once: graded again, elsewhere
-        "bob__lab9": ("5", "partial"), "cat": ("0", "ungraded"), "dan__lab9": ("0", "ungraded"),
-        "eve__lab9": ("0", "ungraded")}        # its worker died twice: a row saying so (results.json)
-    eve = json.loads((tmp_path / "out" / "eve__lab9" / "results.json").read_text())
+        "amy__lab900": ("10", "full marks"),  # its worker died once: graded again, elsewhere
+        "bob__lab900": ("5", "partial"), "cat": ("0", "ungraded"), "dan__lab900": ("0", "ungraded"),
+        "eve__lab900": ("0", "ungraded")}        # its worker died twice: a row saying so (results.json)
+    eve = json.loads((tmp_path / "out" / "eve__lab900" / "results.json").read_text())
     assert re.search(r"the grader could not grade this notebook \(WorkerLost: the cluster worker grading it "
                      r"\(tcp://[\d.:]+\) died, twice\); it is not your fault", eve["output"])
-    assert json.loads((tmp_path / "out" / "eve__lab9" / "grading.json").read_text())["retry"]  # graded again next run
-    assert code == 1 and "grader fault on eve__lab9" in printed.err
+    assert json.loads((tmp_path / "out" / "eve__lab900" / "grading.json").read_text())["retry"]  # graded again next run
+    assert code == 1 and "grader fault on eve__lab900" in printed.err
 
 
 def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     address, client, _ = cluster
     stale = tmp_path / "stale"
     stale.mkdir()
-    (stale / "lab9.json").write_text(json.dumps({**REFERENCES, "answers": {"9.1": 41, "9.2": 43}}))
+    (stale / "lab900.json").write_text(json.dumps({**REFERENCES, "answers": {"900.1": 41, "900.2": 43}}))
     digests = [hashlib.sha256(p.read_bytes()).hexdigest()[:12]
-               for p in (stale / "lab9.json", Path(os.environ[REFERENCE_ENV]) / "lab9.json")]
+               for p in (stale / "lab900.json", Path(os.environ[REFERENCE_ENV]) / "lab900.json")]
     client.wait_for_workers(2, timeout=120)  # the workers killed by the test before are back
     first, second = sorted(client.scheduler_info(n_workers=-1)["workers"])
     before = client.run(lambda dask_worker: dask_worker.state.executed_count)
@@ -162,24 +162,24 @@ def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     root = _class(tmp_path / "class")
 
     code, printed = _grade([root], tmp_path / "out", capsys, cluster=address)
-    assert (f"grader: worker {first} refused: different references for lab9 (sha256 {digests[0]}, the grader's "
+    assert (f"grader: worker {first} refused: different references for lab900 (sha256 {digests[0]}, the grader's "
             f"{digests[1]}: stale or edited). To use it: install the course there") in printed.err
     assert printed.err.count("refused") == 1
     assert code == 0 and {n: r["total"] for n, r in _rows(tmp_path / "out").items()} == {
-        "amy__lab9": "10", "bob__lab9": "5", "dan__lab9": "0", "cat": "0"}
+        "amy__lab900": "10", "bob__lab900": "5", "dan__lab900": "0", "cat": "0"}
     after = client.run(lambda dask_worker: dask_worker.state.executed_count)
     assert client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))[first] == "65536"  # the nanny's
-    printed_env = (tmp_path / "out" / "bob__lab9" / "executed.ipynb").read_text()
+    printed_env = (tmp_path / "out" / "bob__lab900" / "executed.ipynb").read_text()
     assert "'MALLOC_TRIM_THRESHOLD_': None" in printed_env and "'MKL_NUM_THREADS': None" in printed_env
     assert after[first] == before[first] and after[second] == before[second] + 3  # amy, bob, dan
 
     client.run(lambda: os.environ.__setitem__(REFERENCE_ENV, str(stale)), workers=[second])
     code, printed = _grade([root], tmp_path / "out2", capsys, cluster=address)
-    assert printed.err.count("refused: different references for lab9") == 2
+    assert printed.err.count("refused: different references for lab900") == 2
     rows = _rows(tmp_path / "out2")
     assert {n: r["status"] for n, r in rows.items() if n != "cat"} == dict.fromkeys(
-        ["amy__lab9", "bob__lab9", "dan__lab9"], "ungraded")
-    amy = json.loads((tmp_path / "out2" / "amy__lab9" / "results.json").read_text())
+        ["amy__lab900", "bob__lab900", "dan__lab900"], "ungraded")
+    amy = json.loads((tmp_path / "out2" / "amy__lab900" / "results.json").read_text())
     assert "(NoWorker: every worker of the cluster was refused (the grader's log says why))" in amy["output"]
     assert code == 1
 

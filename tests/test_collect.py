@@ -9,8 +9,8 @@ import nbformat
 import pytest
 from nbformat.v4 import new_notebook
 
+from grader.core.notebook import read
 from grader.grade.collect import find_submissions, output_names, refusal, resolve_lab
-from grader.notebook import read
 
 
 def _notebook(path: Path, metadata: object = None) -> Path:

@@ -16,8 +16,8 @@ import torch
 
 import util
 from grader.grade.submission import grade_submission
-from util.models import build_model, example_input
 from util.labs import LABS, get_lab
+from util.models import build_model, example_input
 
 REPO = Path(__file__).resolve().parent.parent
 HARD_CUDA = re.compile(r"""\.cuda\(|\.to\(\s*['"]cuda|device\s*=\s*['"]cuda|torch\.device\(\s*['"]cuda"""

@@ -11,8 +11,9 @@ from __future__ import annotations
 import csv
 
 from classes import result, store
+
 from grader import cli
-from grader.report import classbook, export
+from grader.report import class_folder, export
 from grader.report.settings import Settings
 
 ROSTER = ("student_id,name,email,submission,section,canvas_id\n"
@@ -23,13 +24,13 @@ ROSTER = ("student_id,name,email,submission,section,canvas_id\n"
 
 def _class(tmp_path, **settings):
     out, classroom = tmp_path / "out", tmp_path / "class"
-    store(out, "amy", result("lab9", {"9.1": 5, "9.2": 0}), source=classroom / "amy" / "lab9.ipynb",
+    store(out, "amy", result("lab900", {"900.1": 5, "900.2": 0}), source=classroom / "amy" / "lab900.ipynb",
           submitted="2025-03-07T12:00:00+00:00")
-    store(out, "bob", result("lab9", {"9.1": 5, "9.2": 5}), source=classroom / "bob" / "lab9.ipynb",
+    store(out, "bob", result("lab900", {"900.1": 5, "900.2": 5}), source=classroom / "bob" / "lab900.ipynb",
           submitted="2025-03-09T12:00:00+00:00")
     (tmp_path / "roster.csv").write_text(ROSTER)
     settings = {"roster": str(tmp_path / "roster.csv"), **settings}
-    return classbook.build(out, Settings().updated(**settings))
+    return class_folder.build(out, Settings().updated(**settings))
 
 
 def _csv(path):
@@ -38,8 +39,8 @@ def _csv(path):
 
 
 def test_canvas_import_file(tmp_path):
-    book = _class(tmp_path, deadlines=["lab9=2025-03-08T00:00:00+00:00"], late_policy="10%/day")
-    done = export.build(book, "canvas", columns={"lab9": "Lab 9 (4711)"})
+    book = _class(tmp_path, deadlines=["lab900=2025-03-08T00:00:00+00:00"], late_policy="10%/day")
+    done = export.build(book, "canvas", columns={"lab900": "Lab 9 (4711)"})
     assert done.headers == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Lab 9 (4711)"]
     assert done.rows == [["    Points Possible", "", "", "", "", 10],
                          ["Adams, Amy", "101", "s001", "amy@example.edu", "A1", 5],
@@ -50,7 +51,7 @@ def test_canvas_import_file(tmp_path):
 
 def test_moodle_import_file_with_feedback(tmp_path):
     done = export.build(_class(tmp_path), "moodle", missing="blank")
-    assert done.headers == ["ID number", "Email address", "Full name", "lab9", "lab9 feedback"]  # lab9: unregistered
+    assert done.headers == ["ID number", "Email address", "Full name", "lab900", "lab900 feedback"]  # lab900: unregistered
     assert done.rows == [["s001", "amy@example.edu", "Adams, Amy", 5, "5/10 (partial)"],
                          ["s002", "bob@example.edu", "Brown, Bob", 10, "10/10 (full marks)"],
                          ["s003", "cat@example.edu", "Clark, Cat", "", "nothing submitted"]]
@@ -60,23 +61,23 @@ def test_plain_csv_with_and_without_a_roster(tmp_path):
     done = export.build(_class(tmp_path), "csv")
     assert done.headers[:4] == ["student_id", "name", "email", "section"]
     assert done.rows[2] == ["s003", "Clark, Cat", "cat@example.edu", "A2", 0, 10, 0.0, "not submitted", ""]
-    no_roster = classbook.build(tmp_path / "out", Settings())
+    no_roster = class_folder.build(tmp_path / "out", Settings())
     assert [r[0] for r in export.build(no_roster, "csv").rows] == ["amy", "bob"]
 
 
 def test_several_submissions_of_one_student_and_a_grader_fault_are_reported(tmp_path):
     book = _class(tmp_path)
-    store(tmp_path / "out", "amy_again", result("lab9", {"9.1": 5, "9.2": 5}),
-          source=tmp_path / "class" / "amy" / "resubmitted" / "lab9.ipynb", submitted="2025-03-08T12:00:00+00:00")
-    store(tmp_path / "out", "cat", result("lab9", {"9.1": 0, "9.2": 0}, execution="crash",
+    store(tmp_path / "out", "amy_again", result("lab900", {"900.1": 5, "900.2": 5}),
+          source=tmp_path / "class" / "amy" / "resubmitted" / "lab900.ipynb", submitted="2025-03-08T12:00:00+00:00")
+    store(tmp_path / "out", "cat", result("lab900", {"900.1": 0, "900.2": 0}, execution="crash",
                                           notes=("the grader could not grade this notebook (OSError)",)),
-          source=tmp_path / "class" / "cat" / "lab9.ipynb", retry=True)
-    book = classbook.build(tmp_path / "out", book.settings)
+          source=tmp_path / "class" / "cat" / "lab900.ipynb", retry=True)
+    book = class_folder.build(tmp_path / "out", book.settings)
     done = export.build(book, "canvas")
     assert [row[5] for row in done.rows] == [10, 10, 10, ""]
     assert done.warnings == [
-        "s001 has 2 submissions for lab9 (amy, amy_again): exported amy_again, the latest",
-        "s003: lab9 (cat) could not be graded (a grader fault): left empty; grade it again first"]
+        "s001 has 2 submissions for lab900 (amy, amy_again): exported amy_again, the latest",
+        "s003: lab900 (cat) could not be graded (a grader fault): left empty; grade it again first"]
 
 
 def test_the_export_command(tmp_path, capsys):

@@ -11,8 +11,7 @@ import zipfile
 
 import pytest
 
-from grader import cli
-from grader import REPO
+from grader import REPO, cli
 from util.labs import get_lab
 
 

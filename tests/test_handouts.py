@@ -17,8 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import REPO, notebook
+from grader import REPO
 from grader.author import handouts, release
+from grader.core import notebook
 from util.labs import LABS
 
 COPY_FILES = set(release.student_files()) | {"README.md"}

@@ -1,8 +1,8 @@
 """Hostile and broken submissions: each gets the right status, score and message, the batch
 finishes, every submission has a row, and nothing a submission started outlives it.
 
-The class below is graded once (one batch, tiny lab ``lab9`` from ``tinylab``, about a second per
-kernel); each test then checks one submission. Task 9.1 is always exported before the hostile code,
+The class below is graded once (one batch, tiny lab ``lab900`` from ``tinylab``, about a second per
+kernel); each test then checks one submission. Task 900.1 is always exported before the hostile code,
 so its credit must survive whatever happens after.
 """
 from __future__ import annotations
@@ -18,16 +18,17 @@ from types import SimpleNamespace
 import nbformat
 import psutil
 import pytest
-
-from grader.grade import batch, resume
-from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits
-from grader.report.results import ANSWER, SubmissionResult
-from grader import REPO
 from tinylab import GOOD_1, GOOD_2, export, notebook, registered, standard, write
 
+from grader import REPO
+from grader.core import records
+from grader.core.limits import Limits
+from grader.core.results import ANSWER, SubmissionResult
+from grader.execute import confinement
+from grader.grade import batch
+
 LIMITS = Limits(cell_timeout=6, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20, disk=128 << 20)
-SANDBOXED = sandboxing.available()
+SANDBOXED = confinement.available()
 needs_sandbox = pytest.mark.skipif(not SANDBOXED, reason="bubblewrap is not usable here; .ci/run installs it")
 MARK = "4242"  # background processes sleep 4242 s: easy to find if one survives
 
@@ -36,7 +37,7 @@ def _class(root: Path, port: int) -> dict[str, object]:
     """Submission folder name -> notebook (or raw bytes, or a file name -> bytes dict)."""
     outside = root / "outside"
     outside.mkdir()
-    (outside / "secret.json").write_text(json.dumps({"task": "9.2", "value": 42}))
+    (outside / "secret.json").write_text(json.dumps({"task": "900.2", "value": 42}))
     return {
         "infinite_loop": standard("while True:\n    pass"),
         "memory_bomb": standard("x = []\nwhile True:\n    x.append(b'x' * 10**7)"),
@@ -60,10 +61,10 @@ def _class(root: Path, port: int) -> dict[str, object]:
             f"{str(outside / 'secret.json')!r}]:\n"
             "    try:\n        open(p).read(1) if not p.endswith('solutions') else __import__('os').listdir(p)\n"
             "        leaked.append(p)\n    except OSError:\n        pass\nassert not leaked, leaked"),
-        "link_to_outside": notebook(("md", "## Task 9.1: First (5 points)"), GOOD_1,
-                                    ("md", "## Task 9.2: Second (5 points)"),
+        "link_to_outside": notebook(("md", "## Task 900.1: First (5 points)"), GOOD_1,
+                                    ("md", "## Task 900.2: Second (5 points)"),
                                     "import os\nfrom util.answers import output_dir\n"
-                                    f"os.symlink({str(outside / 'secret.json')!r}, output_dir('lab9') / '9.2.json')"),
+                                    f"os.symlink({str(outside / 'secret.json')!r}, output_dir('lab900') / '900.2.json')"),
         "network": standard(f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n"
                             "    reached = True\nexcept OSError:\n    reached = False\nassert not reached"),
         "write_outside": standard(
@@ -74,20 +75,20 @@ def _class(root: Path, port: int) -> dict[str, object]:
             "assert not written, written"),
         "corrupt": b'{"cells": [ this is not json',
         "empty": b"",
-        "py_instead": {"lab9.py": b"print('my answers')\n"},
+        "py_instead": {"lab900.py": b"print('my answers')\n"},
         "wrong_lab": notebook(("md", "## Task 2.1: Operator counts (10 points)"), "x = 1", lab="lab2"),
-        "deleted_cell": notebook(("md", "## Task 9.1: First (5 points)"),
-                                 ("md", "## Task 9.2: Second (5 points)"), GOOD_2),
-        "duplicated_cells": notebook(("md", "## Task 9.1: First (5 points)"), GOOD_1, GOOD_1,
-                                     ("md", "## Task 9.2: Second (5 points)"), GOOD_2, GOOD_2),
-        "split_cells": notebook(("md", "## Task 9.1: First (5 points)"), "value = 40", "value += 1",
-                                export("9.1", "value"), ("md", "## Task 9.2: Second (5 points)"), GOOD_2),
-        "reordered_cells": notebook(("md", "## Task 9.1: First (5 points)"), export("9.1", "value"), "value = 41",
-                                    ("md", "## Task 9.2: Second (5 points)"), GOOD_2),
-        "wrong_type": notebook(("md", "## Task 9.1: First (5 points)"), export("9.1", "'41'"),
-                               ("md", "## Task 9.2: Second (5 points)"), GOOD_2),
-        "huge_answer": notebook(("md", "## Task 9.1: First (5 points)"), export("9.1", "list(range(3_000_000))"),
-                                ("md", "## Task 9.2: Second (5 points)"), GOOD_2),
+        "deleted_cell": notebook(("md", "## Task 900.1: First (5 points)"),
+                                 ("md", "## Task 900.2: Second (5 points)"), GOOD_2),
+        "duplicated_cells": notebook(("md", "## Task 900.1: First (5 points)"), GOOD_1, GOOD_1,
+                                     ("md", "## Task 900.2: Second (5 points)"), GOOD_2, GOOD_2),
+        "split_cells": notebook(("md", "## Task 900.1: First (5 points)"), "value = 40", "value += 1",
+                                export("900.1", "value"), ("md", "## Task 900.2: Second (5 points)"), GOOD_2),
+        "reordered_cells": notebook(("md", "## Task 900.1: First (5 points)"), export("900.1", "value"), "value = 41",
+                                    ("md", "## Task 900.2: Second (5 points)"), GOOD_2),
+        "wrong_type": notebook(("md", "## Task 900.1: First (5 points)"), export("900.1", "'41'"),
+                               ("md", "## Task 900.2: Second (5 points)"), GOOD_2),
+        "huge_answer": notebook(("md", "## Task 900.1: First (5 points)"), export("900.1", "list(range(3_000_000))"),
+                                ("md", "## Task 900.2: Second (5 points)"), GOOD_2),
     }
 
 
@@ -103,9 +104,9 @@ def graded(tmp_path_factory):
     for name, content in _class(root, server.getsockname()[1]).items():
         (subs / name).mkdir(parents=True)
         if isinstance(content, nbformat.NotebookNode):
-            write(content, subs / name / "lab9.ipynb")
+            write(content, subs / name / "lab900.ipynb")
         elif isinstance(content, bytes):
-            (subs / name / "lab9.ipynb").write_bytes(content)
+            (subs / name / "lab900.ipynb").write_bytes(content)
         else:
             for file, data in content.items():
                 (subs / name / file).write_bytes(data)
@@ -114,7 +115,7 @@ def graded(tmp_path_factory):
     with registered(root / "references"), pytest.MonkeyPatch.context() as patch:
         patch.setattr(tempfile, "tempdir", str(scratch))
         start = time.monotonic()
-        code = batch.main(paths=[subs], out=root / "out", lab="lab9", progress=False, limits=LIMITS)
+        code = batch.main(paths=[subs], out=root / "out", lab="lab900", progress=False, limits=LIMITS)
         seconds = time.monotonic() - start
     try:
         server.accept()
@@ -133,8 +134,8 @@ def graded(tmp_path_factory):
 
 
 def result(graded, name: str) -> SubmissionResult:
-    folder = name if name == "py_instead" else f"{name}__lab9"
-    stored = resume.load(graded.out / folder)
+    folder = name if name == "py_instead" else f"{name}__lab900"
+    stored = records.load(graded.out / folder)
     assert stored is not None, f"{folder} has no stored result"
     return stored.result
 
@@ -147,7 +148,7 @@ def checks(graded, name: str) -> dict[str, tuple[str, float, str]]:
 
 def test_the_batch_finishes_with_one_row_per_submission(graded):
     assert graded.code == 0
-    expected = {n if n == "py_instead" else f"{n}__lab9" for n in graded.names}
+    expected = {n if n == "py_instead" else f"{n}__lab900" for n in graded.names}
     assert set(graded.rows) == expected
     assert all(row["max"] == "10" for row in graded.rows.values())
     assert graded.seconds < 180
@@ -167,33 +168,33 @@ def test_nothing_a_submission_started_keeps_running(graded):
 ])
 def test_a_run_that_stops_keeps_earlier_credit_and_says_why(graded, name, status, words):
     found = checks(graded, name)
-    assert found["9.1/answer"] == ("passed", 5, "")
-    assert found["9.2/answer"][:2] == (status, 0)
-    assert words in found["9.2/answer"][2] and "Answers exported before it still count" in found["9.2/answer"][2]
+    assert found["900.1/answer"] == ("passed", 5, "")
+    assert found["900.2/answer"][:2] == (status, 0)
+    assert words in found["900.2/answer"][2] and "Answers exported before it still count" in found["900.2/answer"][2]
     assert result(graded, name).execution_status == status
-    assert (graded.rows[f"{name}__lab9"]["total"], graded.rows[f"{name}__lab9"]["status"]) == ("5", "errors")
+    assert (graded.rows[f"{name}__lab900"]["total"], graded.rows[f"{name}__lab900"]["status"]) == ("5", "errors")
 
 
 def test_a_memory_bomb_in_one_process_is_a_memory_status_and_the_kernel_survives(graded):
     found = checks(graded, "memory_bomb")
-    assert found["9.1/answer"][0] == "passed"
-    assert found["9.2/answer"][:2] == ("memory", 0)
-    assert "MemoryError" in found["9.2/answer"][2] and "ran out of memory" in found["9.2/answer"][2]
+    assert found["900.1/answer"][0] == "passed"
+    assert found["900.2/answer"][:2] == ("memory", 0)
+    assert "MemoryError" in found["900.2/answer"][2] and "ran out of memory" in found["900.2/answer"][2]
 
 
 def test_background_processes_do_not_cost_the_answer(graded):
-    assert checks(graded, "background")["9.2/answer"][0] == "passed"
+    assert checks(graded, "background")["900.2/answer"][0] == "passed"
 
 
 def test_200_mb_of_output_is_bounded_and_still_graded(graded):
-    assert checks(graded, "output_200mb")["9.2/answer"][0] == "passed"
-    executed = graded.out / "output_200mb__lab9" / "executed.ipynb"
+    assert checks(graded, "output_200mb")["900.2/answer"][0] == "passed"
+    executed = graded.out / "output_200mb__lab900" / "executed.ipynb"
     assert executed.stat().st_size < 3 * 2**20
     assert "output over 1 MiB per cell was dropped" in executed.read_text()
 
 
 def test_an_exported_link_is_not_followed(graded):
-    status, score, message = checks(graded, "link_to_outside")["9.2/answer"]
+    status, score, message = checks(graded, "link_to_outside")["900.2/answer"]
     assert (status, score) == ("failed", 0) and "it is a link, which the grader does not follow" in message
 
 
@@ -201,7 +202,7 @@ def test_an_exported_link_is_not_followed(graded):
 @pytest.mark.parametrize("name", ["read_references", "network", "write_outside"])
 def test_the_sandbox_hides_files_network_and_the_rest_of_the_disk(graded, name):
     found = checks(graded, name)
-    assert found["9.2/answer"] == ("passed", 5, ""), found["9.2/answer"]
+    assert found["900.2/answer"] == ("passed", 5, ""), found["900.2/answer"]
 
 
 @needs_sandbox
@@ -215,19 +216,19 @@ def test_nothing_was_reached_or_written_outside(graded):
 @pytest.mark.parametrize("name, words", [
     ("corrupt", "is not a valid Jupyter notebook: it is not valid JSON (Expecting value at line 1, column 13)"),
     ("empty", "is empty (0 bytes)"),
-    ("py_instead", "no notebook (.ipynb) was found in py_instead/ (it holds: lab9.py)"),
+    ("py_instead", "no notebook (.ipynb) was found in py_instead/ (it holds: lab900.py)"),
 ])
 def test_files_that_are_not_notebooks_get_zero_and_the_reason(graded, name, words):
     graded_result = result(graded, name)
     assert graded_result.score == 0 and graded_result.execution_status == "missing"
     assert all(c.status == "missing" and words in c.message for t in graded_result.tasks for c in t.checks)
-    assert words in (graded.out / (name if name == "py_instead" else f"{name}__lab9") / "feedback.html").read_text()
+    assert words in (graded.out / (name if name == "py_instead" else f"{name}__lab900") / "feedback.html").read_text()
 
 
 def test_the_wrong_lab_is_graded_as_asked_and_says_so(graded):
     graded_result = result(graded, "wrong_lab")
     assert graded_result.score == 0
-    assert any("this notebook is lab2" in note and "graded as lab9" in note for note in graded_result.notes)
+    assert any("this notebook is lab2" in note and "graded as lab900" in note for note in graded_result.notes)
 
 
 @pytest.mark.parametrize("name, task_status, words", [
@@ -238,8 +239,8 @@ def test_the_wrong_lab_is_graded_as_asked_and_says_so(graded):
 ])
 def test_broken_notebooks_lose_only_the_broken_task(graded, name, task_status, words):
     found = checks(graded, name)
-    assert found["9.1/answer"][:2] == (task_status, 0) and words in found["9.1/answer"][2], found["9.1/answer"]
-    assert found["9.2/answer"][0] == "passed"
+    assert found["900.1/answer"][:2] == (task_status, 0) and words in found["900.1/answer"][2], found["900.1/answer"]
+    assert found["900.2/answer"][0] == "passed"
 
 
 @pytest.mark.parametrize("name", ["duplicated_cells", "split_cells"])
@@ -250,8 +251,8 @@ def test_harmless_edits_keep_full_marks(graded, name):
 @pytest.mark.notebook
 def test_a_real_lab_keeps_credit_exported_before_a_crash(tmp_path):
     """Lab 1's solution, killed at the start of task 1.3: the answers of 1.1 and 1.2 still count."""
+    from grader.core.notebook import headings
     from grader.grade.submission import grade_submission
-    from grader.notebook import headings
     from util.labs import get_lab
 
     lab = get_lab("lab1")
@@ -269,7 +270,7 @@ def test_a_real_lab_keeps_credit_exported_before_a_crash(tmp_path):
         assert all(c.status == "crash" and "exit code 1" in c.message for c in by_task[task_id].checks)
     hidden = [c for t in ("1.1", "1.2") for c in by_task[t].checks if c.name != ANSWER]
     assert hidden and all(c.status == "crash" for c in hidden)  # the kernel died before the hidden cases
-    assert graded_result.score == lab.task("1.1").points + lab.task("1.2").points
+    assert graded_result.score == lab.task("1.1").answer_points + lab.task("1.2").answer_points
 
 
 def _rss_growth(action) -> int:
@@ -302,7 +303,7 @@ def _rss_growth(action) -> int:
 def test_the_grader_holds_little_of_a_flood_of_output(tmp_path, code):
     from grader.grade.submission import grade_submission
 
-    path = write(standard(code), tmp_path / "flood" / "lab9.ipynb")
+    path = write(standard(code), tmp_path / "flood" / "lab900.ipynb")
     with registered(tmp_path / "references") as lab:
         graded_result = None
 

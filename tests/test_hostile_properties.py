@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader.report import feedback, gradebook, stats
+from grader.core.results import CheckResult, SubmissionResult, TaskResult
 from grader.judge.compare import compare, describe
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
+from grader.report import feedback, gradebook, stats
 from util.contract import EXACT, Tolerance
 
 TEXT = st.text(st.characters(codec=None, categories=None), max_size=200) | st.sampled_from([
@@ -87,7 +87,7 @@ def test_comparing_any_answer_never_raises_and_says_little(expected, actual, rev
 
 RESULTS = st.builds(
     lambda name, notes, messages, statuses, status: SubmissionResult(
-        name, "lab9", tuple(TaskResult(f"9.{i}", "Task", (CheckResult(f"case {m[:10]}", s, 0, 5, m, i % 2 == 0),))
+        name, "lab900", tuple(TaskResult(f"900.{i}", "Task", (CheckResult(f"case {m[:10]}", s, 0, 5, m, i % 2 == 0),))
                             for i, (m, s) in enumerate(zip(messages, statuses))), 1.0, status, tuple(notes)),
     TEXT, st.lists(TEXT, max_size=30), st.lists(TEXT, min_size=1, max_size=4),
     st.lists(st.sampled_from(STATUSES), min_size=4, max_size=4), st.sampled_from(("completed", "timeout", "crash")))
@@ -115,9 +115,9 @@ def test_every_result_writer_writes_valid_bounded_text(name, result):
 def test_every_class_file_is_valid_and_bounded(tmp_path_factory, graded):
     """The records of a class with any names and messages, through every class-level writer (the
     gradebooks, statistics, every feedback, the class report)."""
-    from grader.grade import resume
+    from grader.core import records
     from grader.grade.collect import folder_name
-    from grader.report import classbook
+    from grader.report import class_folder
     from grader.report.settings import Settings
 
     out = tmp_path_factory.mktemp("class")
@@ -125,10 +125,10 @@ def test_every_class_file_is_valid_and_bounded(tmp_path_factory, graded):
     for i, (name, result) in enumerate(graded):
         folder = f"{folder_name(name)}~{i}"
         names.append(folder)
-        resume.save(out / folder, {"lab": result.lab, "submission": str(i)}, result)
-    book = classbook.build(out, Settings())
+        records.save(out / folder, {"lab": result.lab, "submission": str(i)}, result)
+    book = class_folder.build(out, Settings())
     assert {row.submission for row in book.rows} == set(names)
-    classbook.write(book)
+    class_folder.write(book)
     for path in out.rglob("*"):
         if not path.is_file():
             continue
@@ -147,12 +147,12 @@ def test_every_class_file_is_valid_and_bounded(tmp_path_factory, graded):
 
 
 FILE_NAME = st.builds(lambda head, body, notebook: head + body + (b".ipynb" if notebook else b""),
-                      st.sampled_from([b"", b"=", b"+", b"-", b"@", b"\t", b"\x1b[2J", b"lab9", b"\xff", b"."]),
+                      st.sampled_from([b"", b"=", b"+", b"-", b"@", b"\t", b"\x1b[2J", b"lab900", b"\xff", b"."]),
                       st.binary(max_size=20), st.booleans()).filter(
     lambda b: b and b"/" not in b and b"\0" not in b and b not in (b".", b".."))
 NOTEBOOK = st.builds(lambda course, cells: {"cells": cells, "metadata": {"course": course}, "nbformat": 4,
                                             "nbformat_minor": 5},
-                     st.just({"lab": "lab9"}) | JSON,
+                     st.just({"lab": "lab900"}) | JSON,
                      st.lists(st.builds(lambda source: {"id": "cell", "cell_type": "code", "source": source,
                                                         "metadata": {}, "outputs": [], "execution_count": None}, TEXT),
                               max_size=1))
@@ -161,7 +161,7 @@ CONTENT = NOTEBOOK.map(lambda nb: json.dumps(nb).encode()) | st.binary(max_size=
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(files=st.lists(st.tuples(FILE_NAME, CONTENT), min_size=1, max_size=4),
-       answers=st.dictionaries(st.sampled_from(["9.1", "9.2", "x"]), JSON, max_size=3),
+       answers=st.dictionaries(st.sampled_from(["900.1", "900.2", "x"]), JSON, max_size=3),
        messages=st.lists(TEXT, max_size=3))
 def test_a_batch_of_any_files_answers_and_messages_gives_every_file_a_valid_row(tmp_path_factory, files, answers,
                                                                                  messages):
@@ -170,10 +170,11 @@ def test_a_batch_of_any_files_answers_and_messages_gives_every_file_a_valid_row(
     import contextlib
     import os
 
-    from grader.execute.kernel import CellError, Execution
-    from grader.execute.scratch import Run
-    from grader.grade import batch, submission
     from tinylab import registered
+
+    from grader.execute.kernel import CellError, Execution
+    from grader.grade import batch, submission
+    from grader.grade.run import Run
 
     root = tmp_path_factory.mktemp("batch")
     for i, (name, content) in enumerate(files):
@@ -183,7 +184,7 @@ def test_a_batch_of_any_files_answers_and_messages_gives_every_file_a_valid_row(
             handle.write(content)
 
     def run(nb, lab, **kwargs):
-        errors = tuple(CellError(i, "9.2", message, message) for i, message in enumerate(messages))
+        errors = tuple(CellError(i, "900.2", message, message) for i, message in enumerate(messages))
         return Run(dict(answers), {}, Execution("completed", 0.1, errors), nb)
 
     printed = io.StringIO()

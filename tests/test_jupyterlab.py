@@ -9,9 +9,9 @@ import base64
 import contextlib
 import importlib.util
 import json
-import shutil
 import os
 import secrets
+import shutil
 import signal
 import socket
 import struct

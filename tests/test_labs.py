@@ -3,7 +3,7 @@ every example submission gets exactly the score its declared mistakes imply."""
 import pytest
 
 from grader.author.build import LABS, SOLUTIONS, example_path, mistakes
-from grader.report.results import ANSWER
+from grader.core.results import ANSWER
 from util.labs import LABS as DECLARED
 
 pytestmark = pytest.mark.notebook
@@ -47,6 +47,6 @@ def test_example_submission_gets_exactly_its_partial_score(graded, lab_name, mis
     failed = {(t.task_id, c.name) for t in result.tasks for c in t.checks if c.status != "passed"}
     expected = {(task_id, check) for task_id, checks in mistake.expected_failures.items() for check in checks}
     assert failed == expected
-    points = {(t.id, ANSWER): t.points for t in lab.tasks} | {(t.id, c.id): c.points for t in lab.tasks for c in t.cases}
+    points = {(t.id, ANSWER): t.answer_points for t in lab.tasks} | {(t.id, c.id): c.points for t in lab.tasks for c in t.cases}
     assert 0 < result.score == lab.max_points - sum(points[key] for key in expected) < lab.max_points
     assert all(c.status == "failed" for t in result.tasks for c in t.checks if (t.task_id, c.name) in expected)

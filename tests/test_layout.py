@@ -55,10 +55,10 @@ def _call(fn, spec):
 
 
 LAB = Lab(name="lab99", title="Added lab", notebook="lab99_new.ipynb", tasks=(
-    Task(id="99.1", title="Squares", points=4, answer="the sum of the first n squares for n = 10",
+    Task(id="99.1", title="Squares", answer_points=4, answer="the sum of the first n squares for n = 10",
          function="squares", run_case=_call, cases=(Case("n=20", {"n": 20}, 3), Case("n=0", {"n": 0}, 3)),
          checks=(Check("squares(2) = 5", lambda f: None if f(2) == 5 else f"squares(2) is {f(2)}", "1 + 4",
-                       function=True),)),
+                       calls_function=True),)),
 ))
 '''
 MISTAKES = '''\

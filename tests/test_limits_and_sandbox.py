@@ -7,13 +7,13 @@ import psutil
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
 
-from grader.report import feedback, stats
-from grader.execute import sandbox
-from grader.execute.kernel import execute
-from grader.execute.limits import Limits, format_size, parse_size
-from grader.report.results import CheckResult, SubmissionResult, TaskResult
 from grader import REPO
+from grader.core.limits import Deadlines, Limits, format_size, parse_size
+from grader.core.results import CheckResult, SubmissionResult, TaskResult
+from grader.execute import confinement, sandbox
+from grader.execute.kernel import execute
 from grader.execute.scratch import kernel_env
+from grader.report import feedback, stats
 
 
 @pytest.mark.parametrize("text, size", [("4G", 4 << 30), ("512M", 512 << 20), ("100k", 100 << 10),
@@ -49,16 +49,16 @@ def test_the_sandbox_shows_util_but_not_the_grader_and_writes_only_scratch(tmp_p
 
 def test_without_bubblewrap_it_warns_what_is_not_enforced(monkeypatch, capsys):
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "off")
-    sandbox.unavailable_reason.cache_clear()
-    sandbox._warn_once.cache_clear()
+    confinement.unavailable_reason.cache_clear()
+    confinement._warn_once.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="WITHOUT a sandbox"):
-            assert sandbox.available() is False
+            assert confinement.available() is False
         err = capsys.readouterr().err
         assert "can use the network, read any file" in err and "apt-get install bubblewrap" in err
     finally:
-        sandbox.unavailable_reason.cache_clear()
-        sandbox._warn_once.cache_clear()
+        confinement.unavailable_reason.cache_clear()
+        confinement._warn_once.cache_clear()
 
 
 def test_without_the_sandbox_limits_still_hold_and_nothing_outlives_the_run(tmp_path):
@@ -66,7 +66,7 @@ def test_without_the_sandbox_limits_still_hold_and_nothing_outlives_the_run(tmp_
         new_code_cell("import subprocess\nsubprocess.Popen(['sleep', '4343'], start_new_session=True)"),
         new_code_cell("x = []\nwhile True:\n    x.append(b'x' * 10**7)"),
     ])
-    execution = execute(nb, tmp_path, kernel_env(tmp_path / "answers"), cell_timeout=20, notebook_timeout=40,
+    execution = execute(nb, tmp_path, kernel_env(tmp_path / "answers"), deadlines=Deadlines(cell=20, notebook=40, hidden=300, judge=120),
                         limits=Limits(memory=512 << 20), sandbox=False)
     assert not execution.sandboxed
     assert [(e.cell, e.ename) for e in execution.errors] == [(1, "MemoryError")]
@@ -75,7 +75,7 @@ def test_without_the_sandbox_limits_still_hold_and_nothing_outlives_the_run(tmp_
 
 
 def _result(*checks, status="completed", notes=()):
-    return SubmissionResult("amy.ipynb", "lab9", (TaskResult("9.1", "First", tuple(checks)),), 1.0, status, notes)
+    return SubmissionResult("amy.ipynb", "lab900", (TaskResult("900.1", "First", tuple(checks)),), 1.0, status, notes)
 
 
 def test_feedback_lists_each_check_with_a_hint_per_problem():
@@ -104,11 +104,12 @@ import sys, tempfile
 from pathlib import Path
 from nbformat.v4 import new_code_cell, new_notebook
 from grader.execute.kernel import execute
+from grader.core.limits import Deadlines
 from grader.execute.scratch import kernel_env
 folder = Path(tempfile.mkdtemp())
 nb = new_notebook(cells=[new_code_cell(
     "import subprocess, time\\nsubprocess.Popen(['sleep', '5252'], start_new_session=True)\\ntime.sleep(120)")])
-execute(nb, folder, kernel_env(folder / "answers"), cell_timeout=120, notebook_timeout=120, sandbox=True)
+execute(nb, folder, kernel_env(folder / "answers"), deadlines=Deadlines(cell=120, notebook=120, hidden=300, judge=120), sandbox=True)
 """
 
 
@@ -116,7 +117,7 @@ def _sleepers():
     return [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "5252"]]
 
 
-@pytest.mark.skipif(not sandbox.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+@pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 def test_a_grader_killed_mid_run_takes_the_sandboxed_submission_with_it():
     import subprocess
     import sys
@@ -148,7 +149,7 @@ def test_grader_only_lab_files_cannot_be_read_in_the_sandbox(tmp_path):
     assert any(p.name == "mistakes.py" for p in hidden) and any(p.name == "judge.py" for p in hidden)
     assert all(labs.grader_only(p.relative_to(labs.folder(lab)))
                for lab in labs.LABS.values() for p in hidden if p.is_relative_to(labs.folder(lab)))
-    if not sandbox.available():
+    if not confinement.available():
         pytest.skip("bubblewrap is not usable here; .ci/run installs it")
     shown = [p for p in hidden if p.is_file()][:3] + [REPO / "util" / "contract.py"]
     code = ("import sys\nfor p in sys.argv[1:]:\n    try:\n        print(len(open(p).read()))\n"
@@ -168,7 +169,7 @@ def test_grader_only_lab_files_cannot_be_read_in_the_sandbox(tmp_path):
                 assert size == path.stat().st_size, (judges, path)
 
 
-@pytest.mark.skipif(not sandbox.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+@pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 def test_a_root_grader_can_build_the_sandbox_in_a_user_namespace_too(monkeypatch, request):
     """Where bwrap cannot run as root (a container without CAP_SYS_ADMIN), a root grader drops to its
     unprivileged user first and bwrap builds the sandbox in a user namespace: the same walls."""
@@ -177,7 +178,7 @@ def test_a_root_grader_can_build_the_sandbox_in_a_user_namespace_too(monkeypatch
     if os.geteuid() != 0:
         pytest.skip("a non-root grader always builds it so (tests/test_unprivileged.py)")
     monkeypatch.setenv(sandbox.SANDBOX_ENV, "userns")
-    problem = sandbox._probe(sandboxed=True)
+    problem = confinement._probe(sandboxed=True)
     if problem is not None:  # e.g. Python lies under /root, where the unprivileged user may not go
         pytest.skip(f"bwrap run by an unprivileged user cannot build the sandbox here:{problem}")
     import shutil
@@ -191,11 +192,11 @@ def test_a_root_grader_can_build_the_sandbox_in_a_user_namespace_too(monkeypatch
             f"assert subprocess.run(['mount', '-o', 'remount,rw,bind', {str(REPO / 'util')!r}]).returncode != 0\n"
             "assert subprocess.run(['unshare', '-U', 'true']).returncode != 0\n"
             "assert os.getuid() == 65534\n"
-            "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab9'), '9.1', 41)")
+            "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab900'), '900.1', 41)")
     execution = execute(new_notebook(cells=[new_code_cell(code)]), work, kernel_env(work / "answers"),
-                        cell_timeout=60, notebook_timeout=120, sandbox=True)
+                        deadlines=Deadlines(cell=60, notebook=120, hidden=300, judge=120), sandbox=True)
     assert execution.status == "completed" and execution.errors == (), execution.errors
-    assert (work / "answers" / "9.1.json").exists()
+    assert (work / "answers" / "900.1.json").exists()
 
 
 def test_scratch_folders_go_where_a_user_namespace_sandbox_can_reach_them(tmp_path, monkeypatch):

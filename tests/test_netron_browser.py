@@ -9,7 +9,6 @@ import time
 from collections import Counter
 
 import pytest
-
 import webdriver
 from webdriver import browser  # noqa: F401 (the fixture)
 
@@ -21,7 +20,7 @@ RENDER_TIMEOUT = 60
 @pytest.fixture()
 def tiled_model():
     """Lab 3's tiled Gemm subgraph (M=32, K=64, N=128), built by the lab 3 solution."""
-    from grader.notebook import solution_namespace
+    from grader.author.solution import solution_namespace
     from util.labs import LABS
 
     if "lab3" not in LABS:

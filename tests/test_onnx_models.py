@@ -13,8 +13,7 @@ import onnxruntime as ort
 import pytest
 
 from util import onnx_models
-from util.onnx_models import (OnnxModelError, export_torchvision, load_onnx, tensor_bytes,
-                              tiny_shape_graph)
+from util.onnx_models import OnnxModelError, export_torchvision, load_onnx, tensor_bytes, tiny_shape_graph
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -59,7 +59,7 @@ def test_every_grader_command_in_the_readme_parses(line):
 
 
 def test_the_grader_image_command_parses():
-    [line] = [l for l in _code_lines(README) if l.startswith("docker run") and "ml-cost-course:grader" in l]
+    [line] = [text for text in _code_lines(README) if text.startswith("docker run") and "ml-cost-course:grader" in text]
     cli.parser().parse_args(shlex.split(line.split("ml-cost-course:grader", 1)[1]))
 
 

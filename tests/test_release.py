@@ -21,8 +21,8 @@ import pytest
 from grader import REPO
 from grader.author import handouts, release
 from grader.author.markers import ANY
-from util.answers import OUTPUT_DIR_ENV
 from util import labs
+from util.answers import OUTPUT_DIR_ENV
 from util.labs import LABS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -1,5 +1,5 @@
-"""What a resume key covers (issue 21 item 7: a C++ lab's resubmission that changed only its cpp/ kept
-the old score), and the progress lines of the long steps (item 5)."""
+"""What a resume key covers (a C++ lab's resubmission that changed only its cpp/ kept
+the old score), and the progress lines of the long steps."""
 from __future__ import annotations
 
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from grader import REPO
 from grader.author import regen
-from grader.execute.limits import Limits
-from grader.grade import batch, resume
+from grader.core.limits import Limits
+from grader.grade import batch, jobs, resume
 from util.labs import LABS, get_lab
 
 CPP_LAB = next(lab for lab in LABS.values() if lab.support)
@@ -59,8 +59,8 @@ def test_submission_time_is_the_newest_file_of_the_submission(tmp_path):
 def test_preparing_a_lab_says_what_it_does_and_how_long_it_took(capsys, monkeypatch):
     from dataclasses import replace
     lab = replace(get_lab(next(iter(LABS))), prepare="time:time")
-    monkeypatch.setattr(batch, "get_lab", lambda name: lab)
-    batch.prepare({lab.name})
+    monkeypatch.setattr(jobs, "get_lab", lambda name: lab)
+    jobs.prepare({lab.name})
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"grader: preparing {lab.name}: exporting the models")
     assert err[1].startswith(f"grader: prepared {lab.name} in ") and err[1].endswith(" s")

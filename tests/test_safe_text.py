@@ -1,6 +1,6 @@
-"""grader.report.safe_text: student text made safe for the terminal, CSV, Markdown, HTML and JSON.
+"""grader.core.safe_text: student text made safe for the terminal, CSV, Markdown, HTML and JSON.
 
-Examples first (the attacks of issue 13), then properties over arbitrary text (Hypothesis),
+Examples first (the attacks of the hostile-data tests), then properties over arbitrary text (Hypothesis),
 surrogates and control characters included.
 """
 from __future__ import annotations
@@ -16,8 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from grader.report import safe_text
-from grader.report.safe_text import LIMIT_MESSAGE, LIMIT_NAME, csv_cell, file_name, html, markdown, plain, shorten, terminal
+from grader.core import safe_text
+from grader.core.safe_text import (
+    LIMIT_MESSAGE,
+    LIMIT_NAME,
+    csv_cell,
+    file_name,
+    html,
+    markdown,
+    plain,
+    shorten,
+    terminal,
+)
 
 ANY_TEXT = st.text(st.characters(codec=None, categories=None), max_size=300)  # surrogates and controls too
 NASTY = st.text(st.sampled_from(list("\x1b[]();=+-@\t\r\n\x07\x9b\x9d\\|*_`<>&#!.:/w@\u202e\u2028\ud800\udcff a1")),

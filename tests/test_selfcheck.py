@@ -15,25 +15,25 @@ from pathlib import Path
 import pytest
 
 from grader import cli
+from grader.author.solution import solution_namespace
 from grader.judge import references
-from grader.notebook import solution_namespace
 from grader.selfcheck import run_selfcheck
+from util import labs
 from util.answers import OUTPUT_DIR_ENV, write_answer
 from util.checks import equal
 from util.contract import Check, Lab, Task
-from util.selfcheck import check, task_report
-from util import labs
 from util.labs import LABS, get_lab
 from util.labs.lab3 import public_checks as lab3_checks
+from util.selfcheck import check, task_report
 
 REPO = Path(__file__).resolve().parent.parent
 TASK = Task(
-    id="9.1", title="Toy", points=1, answer="a dict {'a': int, 'b': int, 'sum': int}", function="add",
+    id="900.1", title="Toy", answer_points=1, answer="a dict {'a': int, 'b': int, 'sum': int}", function="add",
     checks=(
         Check("sum = a + b", lambda x: equal(x["sum"], x["a"] + x["b"], "sum"), "add the two parts"),
-        Check("add(2, 3)", lambda f: equal(f(2, 3), 5, "add(2, 3)"), "2 + 3 = 5", function=True),
+        Check("add(2, 3)", lambda f: equal(f(2, 3), 5, "add(2, 3)"), "2 + 3 = 5", calls_function=True),
     ))
-LAB = Lab(name="lab9", title="Toy lab", notebook="lab9.ipynb", tasks=(TASK,))
+LAB = Lab(name="lab900", title="Toy lab", notebook="lab900.ipynb", tasks=(TASK,))
 
 
 def _statuses(report):
@@ -41,14 +41,14 @@ def _statuses(report):
 
 
 def test_passing_checks_say_so():
-    report = task_report(LAB, TASK, {"add": lambda a, b: a + b}, {"9.1": {"a": 1, "b": 2, "sum": 3}})
+    report = task_report(LAB, TASK, {"add": lambda a, b: a + b}, {"900.1": {"a": 1, "b": 2, "sum": 3}})
     assert _statuses(report) == [("sum = a + b", "passed"), ("add(2, 3)", "passed")]
     assert report.passed
-    assert report.text().startswith("Task 9.1 (Toy): 2/2 public checks passed")
+    assert report.text().startswith("Task 900.1 (Toy): 2/2 public checks passed")
 
 
 def test_a_failing_check_says_what_it_found_and_where_to_look():
-    report = task_report(LAB, TASK, {"add": lambda a, b: a * b}, {"9.1": {"a": 1, "b": 2, "sum": 4}})
+    report = task_report(LAB, TASK, {"add": lambda a, b: a * b}, {"900.1": {"a": 1, "b": 2, "sum": 4}})
     assert _statuses(report) == [("sum = a + b", "failed"), ("add(2, 3)", "failed")]
     assert [o.message for o in report.outcomes] == ["sum is 4; expected 3", "add(2, 3) is 6; expected 5"]
     text = report.text()
@@ -58,23 +58,23 @@ def test_a_failing_check_says_what_it_found_and_where_to_look():
 def test_no_answer_no_function_and_a_raising_function_are_told_apart():
     missing = task_report(LAB, TASK, {}, {})
     assert _statuses(missing) == [("sum = a + b", "missing"), ("add(2, 3)", "missing")]
-    assert 'run the cell with submit("9.1", ...) first' in missing.outcomes[0].hint
+    assert 'run the cell with submit("900.1", ...) first' in missing.outcomes[0].hint
     assert "defines no function add()" in missing.outcomes[1].message
 
     def stub(a, b):
-        raise NotImplementedError("Implement task 9.1: Toy")
+        raise NotImplementedError("Implement task 900.1: Toy")
 
-    raising = task_report(LAB, TASK, {"add": stub}, {"9.1": {"a": 1}})  # KeyError inside the answer check
+    raising = task_report(LAB, TASK, {"add": stub}, {"900.1": {"a": 1}})  # KeyError inside the answer check
     assert _statuses(raising) == [("sum = a + b", "error"), ("add(2, 3)", "error")]
     assert raising.outcomes[0].message == "KeyError: 'sum'"
-    assert raising.outcomes[1].message == "NotImplementedError: Implement task 9.1: Toy"
+    assert raising.outcomes[1].message == "NotImplementedError: Implement task 900.1: Toy"
 
 
 def test_function_results_are_judged_as_the_grader_stores_them():
     """A tuple comes back as a list, exactly as the hidden cases' results are stored (JSON)."""
-    task = Task(id="9.2", title="Shape", points=1, answer="a list", function="shape",
-                checks=(Check("shape", lambda f: equal(f(), [1, 2], "shape()"), "", function=True),))
-    lab = Lab(name="lab9", title="", notebook="lab9.ipynb", tasks=(task,))
+    task = Task(id="900.2", title="Shape", answer_points=1, answer="a list", function="shape",
+                checks=(Check("shape", lambda f: equal(f(), [1, 2], "shape()"), "", calls_function=True),))
+    lab = Lab(name="lab900", title="", notebook="lab900.ipynb", tasks=(task,))
     assert task_report(lab, task, {"shape": lambda: (1, 2)}, {}).passed
 
 
@@ -114,7 +114,7 @@ def test_every_declared_check_names_a_function_when_it_calls_one():
         for task in lab.tasks:
             for c in task.checks:
                 assert c.hint and c.name, (task.id, c)
-                if c.function:
+                if c.calls_function:
                     assert task.function, (task.id, c.name)
 
 
@@ -131,7 +131,7 @@ def test_every_lab_attaches_its_public_checks_module_to_its_tasks(lab_name):
     assert set(public.CHECKS) == set(tasks)
     for task_id, checks in public.CHECKS.items():
         assert tasks[task_id].checks == checks, f"task {task_id}: checks=CHECKS[{task_id!r}] is not attached"
-        assert all(tasks[task_id].function for c in checks if c.function), task_id
+        assert all(tasks[task_id].function for c in checks if c.calls_function), task_id
 
 
 @pytest.mark.notebook
@@ -147,7 +147,7 @@ def test_public_checks_pass_on_the_reference_answers_and_the_solution_functions(
         shutil.copytree(REPO / "solutions" / folder, tmp_path / folder, ignore=shutil.ignore_patterns("build"))
     monkeypatch.chdir(tmp_path / folder)  # the solution's cells may save files in the working directory
     monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path / "outputs"))
-    with_functions = tuple(t.id for t in lab.tasks if any(c.function for c in _checks(lab, t)))
+    with_functions = tuple(t.id for t in lab.tasks if any(c.calls_function for c in _checks(lab, t)))
     namespace = solution_namespace(lab_name, with_functions) if with_functions else {}
     for task in lab.tasks:
         checks = _checks(lab, task)
@@ -159,7 +159,7 @@ def test_public_checks_pass_on_the_reference_answers_and_the_solution_functions(
 @pytest.mark.notebook
 def test_lab3_function_checks_catch_ignored_attributes_bounds_and_a_blind_comparison():
     solution = solution_namespace("lab3", ("3.1", "3.2", "3.3", "3.4"))  # 3.4 uses 3.3's chain
-    checks = {c.name: c for task_id in ("3.1", "3.2", "3.4") for c in lab3_checks.CHECKS[task_id] if c.function}
+    checks = {c.name: c for task_id in ("3.1", "3.2", "3.4") for c in lab3_checks.CHECKS[task_id] if c.calls_function}
     gemm, tiled, report = solution["gemm_model"], solution["tiled_gemm_model"], solution["equivalence_report"]
 
     def run(name_start, function):

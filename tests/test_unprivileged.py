@@ -19,14 +19,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
-from grader import REPO
-from grader.execute import sandbox as sandboxing
 from test_walls import ENV_CHECK, REMOUNT, SECRET
 from tinylab import FOLDER, GOOD_1, GOOD_2, notebook, standard, write
 
+from grader import REPO
+from grader.execute import confinement
+
 USER = 4242
-pytestmark = pytest.mark.skipif(not sandboxing.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+pytestmark = pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 
 def _outside(root: Path) -> str:
     """A cell that fails unless the grader's files, the class and the results are out of its reach."""
@@ -78,14 +78,14 @@ def _as_user(command: list[str], needed: list[Path], env: dict[str, str]) -> sub
 def graded_by_a_user():
     root = Path(tempfile.mkdtemp(prefix="walls-user-"))
     try:
-        good = notebook(("md", "## Task 9.1: First (5 points)"), GOOD_1, ("md", "## Task 9.2: Second (5 points)"),
+        good = notebook(("md", "## Task 900.1: First (5 points)"), GOOD_1, ("md", "## Task 900.2: Second (5 points)"),
                         GOOD_2)
         for name, nb in {"remount": standard(REMOUNT), "outside": standard(_outside(root)),
                          "environment": standard(ENV_CHECK), "z_next": good}.items():
-            write(nb, root / "class" / name / "lab9.ipynb")
+            write(nb, root / "class" / name / "lab900.ipynb")
         (root / "references").mkdir()
-        (root / "references" / "lab9.json").write_text(json.dumps(
-            {"lab": "lab9", "answers": {"9.1": 41, "9.2": 42}, "cases": {}, "provenance": {}}))
+        (root / "references" / "lab900.json").write_text(json.dumps(
+            {"lab": "lab900", "answers": {"900.1": 41, "900.2": 42}, "cases": {}, "provenance": {}}))
         (root / "home").mkdir()
         if os.geteuid() == 0:
             for path in [root, *root.rglob("*")]:
@@ -94,7 +94,7 @@ def graded_by_a_user():
                "COURSE_LAB_DIRS": str(FOLDER), "COURSE_REFERENCE_DIR": str(root / "references"),
                "COURSE_TEST_SECRET": SECRET, "LANG": "C.UTF-8"}
         needed = [Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), REPO, root]
-        done = _as_user([sys.executable, "-m", "grader", "grade", str(root / "class"), "--lab", "lab9",
+        done = _as_user([sys.executable, "-m", "grader", "grade", str(root / "class"), "--lab", "lab900",
                          "--out", str(root / "out"), "--no-progress", "--timeout", "60", "--cell-timeout", "20"],
                         needed, env)
         rows = {}
@@ -111,7 +111,7 @@ def test_an_ordinary_user_grades_the_class_with_the_walls_up(graded_by_a_user):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sandbox: bubblewrap" in done.stderr  # the sandbox ran, in a user namespace
     assert {name: (row["total"], row["max"]) for name, row in rows.items()} == {
-        name: ("10", "10") for name in ("remount__lab9", "outside__lab9", "environment__lab9", "z_next__lab9")}
+        name: ("10", "10") for name in ("remount__lab900", "outside__lab900", "environment__lab900", "z_next__lab900")}
     assert not (REPO / "util" / "_hostile.txt").exists() and not list(root.rglob("_hostile.txt"))
     written = [p for p in (root / "out").rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert written == []

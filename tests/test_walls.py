@@ -1,12 +1,12 @@
-"""Issue 12's attacks on the sandbox and the limits, graded as a class by whoever runs the tests
+"""Attacks on the sandbox and the limits, graded as a class by whoever runs the tests
 (root in CI, as the grader image and most grading servers run it): each attacker gets the right
 status and score, and the student graded right after it in the same batch gets full marks.
 
-The class is graded once (tiny lab ``lab9``, about a second per kernel). The resource attacks
-(memory, disk) export task 9.1 first, so 5/10 is the right score for them; the attacks on the walls
-export 9.2 only if every wall held, so 10/10 says they all did. Items 9 (many answer files) and 11
-(submitted symlinks) are the exports' and the submissions' readers' (tests/test_hostile.py); item 5
-(the deadline) needs its own limits and is tested in tests/test_execute.py.
+The class is graded once (tiny lab ``lab900``, about a second per kernel). The resource attacks
+(memory, disk) export task 900.1 first, so 5/10 is the right score for them; the attacks on the walls
+export 900.2 only if every wall held, so 10/10 says they all did. Many answer files and submitted
+symlinks are the exports' and the submissions' readers' business (tests/test_hostile.py); the absolute
+deadline needs its own limits and is tested in tests/test_execute.py.
 """
 from __future__ import annotations
 
@@ -15,20 +15,20 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from tinylab import GOOD_1, GOOD_2, notebook, registered, standard, write
 
 from grader import REPO
-from grader.execute import caches
-from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits
-from grader.grade import batch, resume
-from tinylab import GOOD_1, GOOD_2, notebook, registered, standard, write
+from grader.core import records
+from grader.core.limits import Limits
+from grader.execute import caches, confinement
+from grader.grade import batch
 from util import export_cache
 
 LIMITS = Limits(cell_timeout=8, notebook_timeout=60, memory=768 << 20, procs=32, fsize=64 << 20, disk=128 << 20,
                 notebook_size=2 << 20)
 SECRET = "hunter2-grader-token"
 """Set in the grader's environment while the class is graded: no student file may ever show it."""
-needs_sandbox = pytest.mark.skipif(not sandboxing.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+needs_sandbox = pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 
 REMOUNT = f"""\
 import ctypes, os, subprocess
@@ -178,8 +178,8 @@ assert sorted(os.environ) == sorted(set(os.environ) & set({sorted(
 
 def _class() -> dict[str, object]:
     """Folder name -> notebook (or raw bytes); sorted by name, each attack is followed by a student."""
-    good = notebook(("md", "## Task 9.1: First (5 points)"), GOOD_1, ("md", "## Task 9.2: Second (5 points)"), GOOD_2)
-    huge = notebook(("md", "## Task 9.1: First (5 points)"), "# " + "x" * (3 << 20) + "\n" + GOOD_1)
+    good = notebook(("md", "## Task 900.1: First (5 points)"), GOOD_1, ("md", "## Task 900.2: Second (5 points)"), GOOD_2)
+    huge = notebook(("md", "## Task 900.1: First (5 points)"), "# " + "x" * (3 << 20) + "\n" + GOOD_1)
     return {
         "a1_remount_util": standard(REMOUNT), "a1_z_next": good,
         "a2_cache_write": standard(CACHE_WRITE), "a2_z_next": good,
@@ -188,8 +188,8 @@ def _class() -> dict[str, object]:
         "a6_huge_notebook": huge, "a6_z_next": good,
         "a7_display_updates": standard(DISPLAY_UPDATES), "a8_comms": standard(COMMS),
         "a8_malformed": standard(MALFORMED), "a8_z_next": good,
-        "a10_environment": notebook(("md", "## Task 9.1: First (5 points)"), GOOD_1,
-                                    ("md", "## Task 9.2: Second (5 points)"), ENVIRONMENT, ENV_CHECK + "\n" + GOOD_2),
+        "a10_environment": notebook(("md", "## Task 900.1: First (5 points)"), GOOD_1,
+                                    ("md", "## Task 900.2: Second (5 points)"), ENVIRONMENT, ENV_CHECK + "\n" + GOOD_2),
         "z_last": good,
     }
 
@@ -209,21 +209,21 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("walls")
     subs = root / "class"
     for name, content in _class().items():
-        write(content, subs / name / "lab9.ipynb")
+        write(content, subs / name / "lab900.ipynb")
     util_before = _tree_hash(REPO / "util")
     with pytest.MonkeyPatch.context() as patch, registered(root / "references"):
         patch.setenv("COURSE_TEST_SECRET", SECRET)
         patch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
         patch.setenv(export_cache.KINDS["onnx"], str(root / "cache"))
         caches.store("onnx", "model.onnx", lambda path: path.write_bytes(b"the real model"))
-        code = batch.main(paths=[subs], out=root / "out", lab="lab9", progress=False, limits=LIMITS)
+        code = batch.main(paths=[subs], out=root / "out", lab="lab900", progress=False, limits=LIMITS)
         cache_problems = caches.verify_kind("onnx")
     return SimpleNamespace(root=root, out=root / "out", code=code, util_before=util_before,
                            util_after=_tree_hash(REPO / "util"), cache_problems=cache_problems)
 
 
 def result(graded, name: str):
-    stored = resume.load(graded.out / f"{name}__lab9" if (graded.out / f"{name}__lab9").exists() else graded.out / name)
+    stored = records.load(graded.out / f"{name}__lab900" if (graded.out / f"{name}__lab900").exists() else graded.out / name)
     assert stored is not None, f"{name} has no stored result"
     return stored.result
 
@@ -243,8 +243,8 @@ def test_every_student_after_an_attack_gets_full_marks(graded):
 @needs_sandbox
 @pytest.mark.parametrize("name", ["a1_remount_util", "a2_cache_write"])
 def test_student_code_has_no_privilege_and_cannot_remount_or_write_the_shared_code(graded, name):
-    """Items 1 and 2: no capability, not root, no new privileges; util/ and the caches stay as they were."""
-    assert answer(graded, name, "9.2") == ("passed", 5, ""), answer(graded, name, "9.2")
+    """Privileges: no capability, not root, no new privileges; util/ and the caches stay as they were."""
+    assert answer(graded, name, "900.2") == ("passed", 5, ""), answer(graded, name, "900.2")
     assert graded.util_after == graded.util_before
     assert graded.cache_problems == []  # the cache file still matches what was recorded when it was written
 
@@ -255,40 +255,40 @@ def test_student_code_has_no_privilege_and_cannot_remount_or_write_the_shared_co
     ("a4_unlinked", "crash", "kept more than 128 MiB of files"),
 ])
 def test_memory_and_disk_outside_the_usual_places_still_count(graded, name, status, words):
-    """Items 3 and 4: /dev/shm, memfd and deleted-but-open files count against --memory and --disk."""
-    if name == "a3_dev_shm" and not sandboxing.available():
+    """Hidden bytes: /dev/shm, memfd and deleted-but-open files count against --memory and --disk."""
+    if name == "a3_dev_shm" and not confinement.available():
         pytest.skip("without the sandbox /dev/shm is the machine's")
-    assert answer(graded, name, "9.1") == ("passed", 5, "")
-    found = answer(graded, name, "9.2")
+    assert answer(graded, name, "900.1") == ("passed", 5, "")
+    found = answer(graded, name, "900.2")
     assert found[:2] == (status, 0) and words in found[2], found
     assert result(graded, name).execution_status == status
 
 
 def test_sysv_shared_memory_is_refused(graded):
     """A SysV segment keeps its memory after every process detached: the seccomp filter refuses it."""
-    assert answer(graded, "a3_sysv", "9.2") == ("passed", 5, ""), answer(graded, "a3_sysv", "9.2")
+    assert answer(graded, "a3_sysv", "900.2") == ("passed", 5, ""), answer(graded, "a3_sysv", "900.2")
 
 
 def test_a_notebook_over_the_size_limit_is_refused_before_anything_runs(graded):
-    """Item 6: a clear status, no kernel, no copy of it written."""
+    """A notebook over --max-notebook: a clear status, no kernel, no copy of it written."""
     refused = result(graded, "a6_huge_notebook")
     assert refused.execution_status == "too large" and refused.score == 0
     assert all("is 3 MiB, over the 2 MiB a notebook may be" in c.message for t in refused.tasks for c in t.checks)
-    assert not (graded.out / "a6_huge_notebook__lab9" / "executed.ipynb").exists()
+    assert not (graded.out / "a6_huge_notebook__lab900" / "executed.ipynb").exists()
 
 
 @pytest.mark.parametrize("name", ["a7_display_updates", "a8_comms", "a8_malformed"])
 def test_display_updates_comms_and_malformed_messages_cost_the_grader_nothing(graded, name):
-    """Items 7 and 8 (and issue 13's widget message without the expected fields): full marks, a small
+    """Floods of messages (and a widget message without the expected fields): full marks, a small
     executed notebook, and no grader fault."""
     graded_result = result(graded, name)
     assert graded_result.score == 10 and graded_result.execution_status == "completed", graded_result.notes
-    assert (graded.out / f"{name}__lab9" / "executed.ipynb").stat().st_size < 3 << 20
+    assert (graded.out / f"{name}__lab900" / "executed.ipynb").stat().st_size < 3 << 20
 
 
 def test_the_graders_environment_never_reaches_student_code(graded):
-    """Item 10: the kernel's environment is an allowlist; the secret is in no file the grader wrote."""
-    assert answer(graded, "a10_environment", "9.2") == ("passed", 5, "")
+    """Secrets: the kernel's environment is an allowlist; the secret is in no file the grader wrote."""
+    assert answer(graded, "a10_environment", "900.2") == ("passed", 5, "")
     assert any("my environment:" in note for note in result(graded, "a10_environment").notes)
     written = [p for p in graded.out.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert written == []

@@ -4,8 +4,9 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
-from grader.grade import worker_check
 from tinylab import registered
+
+from grader.grade import worker_check
 
 PACKAGES = ["torch", "distributed", "not-a-package-of-the-course"]
 
@@ -18,18 +19,18 @@ def test_the_pinned_packages_are_read_from_requirements():
 
 def test_this_machine_passes_its_own_check_and_a_stale_reference_does_not(tmp_path):
     with registered(tmp_path / "references"):
-        here = worker_check.facts(["lab9"], PACKAGES, sandbox=False)
+        here = worker_check.facts(["lab900"], PACKAGES, sandbox=False)
         assert here.versions["not-a-package-of-the-course"] == "missing"
-        assert {"grader/grade/cluster.py", "util/contract.py", "tests/tinylab_labs/lab9/tasks.py"} <= set(here.code)
-        assert worker_check.check_here(here, ["lab9"], False) == []
+        assert {"grader/grade/cluster.py", "util/contract.py", "tests/tinylab_labs/lab900/tasks.py"} <= set(here.code)
+        assert worker_check.check_here(here, ["lab900"], False) == []
 
-        refs = tmp_path / "references" / "lab9.json"
+        refs = tmp_path / "references" / "lab900.json"
         data = json.loads(refs.read_text())
-        data["answers"]["9.2"] = 43
+        data["answers"]["900.2"] = 43
         refs.write_text(json.dumps(data))
-        [problem] = worker_check.check_here(here, ["lab9"], False)
-    assert problem.startswith("different references for lab9 (sha256 ")
-    assert problem.endswith(f", the grader's {here.references['lab9'][:12]}: stale or edited)")
+        [problem] = worker_check.check_here(here, ["lab900"], False)
+    assert problem.startswith("different references for lab900 (sha256 ")
+    assert problem.endswith(f", the grader's {here.references['lab900'][:12]}: stale or edited)")
 
 
 def test_every_difference_is_named():

@@ -74,11 +74,12 @@ class Check:
     """``test(value) -> None`` when the property holds, else what was found, in a sentence.
 
     ``value`` is the exported answer (as the grader reads it back from JSON) or, when
-    ``function`` is true, the student's function itself (``Task.function``)."""
+    ``calls_function`` is true, the student's function itself (``Task.function``)."""
     hint: str
     """Where to look when it fails."""
-    function: bool = False
-    """True: ``test`` receives the student's function and calls it on a small public input."""
+    calls_function: bool = False
+    """True: ``test`` receives the student's function (``Task.function``) and calls it on a small
+    public input; false: it receives the exported answer."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +90,9 @@ class Task:
     """``"<lab number>.<task number>"``, e.g. ``"1.4"``; unique across the course."""
     title: str
     """Short title, printed above the student's result and in the gradebook."""
-    points: float
-    """Points for the answer the notebook exports with ``util.submit`` (the public case)."""
+    answer_points: float
+    """Points for the answer the notebook exports with ``util.submit`` (the public case); the hidden
+    cases carry their own (:attr:`max_points` is the task's total)."""
     answer: str
     """What ``util.submit`` expects, in the student's words (shown when the shape is wrong)."""
     keys: tuple[str, ...] = ()
@@ -110,7 +112,7 @@ class Task:
     ``util.artifacts.save_model`` and the check, ``check(spec, data, tolerance) -> [problems]``,
     judges its bytes; a case passes only when the list is empty. It runs in a judge process
     confined like a kernel (sandbox, unprivileged user, the submission's memory and process
-    limits, a deadline per case: ``Limits.judge_timeout``; ``grader/judge/isolated.py``), which may start
+    limits, a deadline per case: ``Lab.judge_timeout``; ``grader/judge/isolated.py``), which may start
     processes of its own; a check that raises, crashes or overruns fails only its case."""
     checks: tuple[Check, ...] = ()
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
@@ -118,7 +120,7 @@ class Task:
     @property
     def max_points(self) -> float:
         """Public answer plus every case."""
-        return self.points + sum(case.points for case in self.cases)
+        return self.answer_points + sum(case.points for case in self.cases)
 
     def __post_init__(self) -> None:
         if self.cases and (self.function is None or self.run_case is None):
@@ -126,7 +128,7 @@ class Task:
         ids = [case.id for case in self.cases]
         if len(ids) != len(set(ids)):
             raise ValueError(f"task {self.id} has duplicate case ids: {ids}")
-        if any(check.function for check in self.checks) and self.function is None:
+        if any(check.calls_function for check in self.checks) and self.function is None:
             raise ValueError(f"task {self.id} has a function check but names no student function")
 
 
@@ -149,9 +151,18 @@ class Lab:
     absolute deadline (the kernel is killed at it)."""
     hidden_timeout: int = 300
     """Seconds the hidden cases together may run after the notebook (a deadline of their own)."""
-    modules: tuple[str, ...] = field(default=())
-    """Shared source files or folders (relative to the repo root) whose change makes the references
-    stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""
+    judge_timeout: int = 120
+    """Seconds the grader's check of one saved file may take (``Task.grader_check``, in its judge process).
+
+    These four are the lab's defaults; the grader's command line may override them, and every runner
+    asks the one policy resolved from both (``grader.core.limits.Deadlines``)."""
+    shared_sources: tuple[str, ...] = field(default=())
+    """Paths (relative to the repo root) of shared source files or folders whose change makes the
+    references stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""
+    packages: tuple[str, ...] = field(default=())
+    """Python packages (as ``requirements.txt`` pins them) whose version can change the lab's
+    reference values, e.g. ``("torch", "onnxruntime")``: their versions are the references'
+    provenance, and ``python -m grader regen --check`` says the references are stale when one differs."""
     requires: tuple[str, ...] = field(default=())
     """Programs the lab needs besides Python, e.g. ``("g++", "cmake", "make")`` for a C++ lab: the
     students' README lists them and ``python -m grader check`` says which are missing."""

@@ -90,7 +90,7 @@ def _error(exc: BaseException) -> str:
 
 def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any], exported: bool) -> CheckOutcome:
     """Run one check; never raises (a check must not stop the notebook)."""
-    if check.function:
+    if check.calls_function:
         function = namespace.get(task.function)
         if not callable(function):
             return CheckOutcome(check.name, "missing", f"the notebook defines no function {task.function}() yet",
@@ -108,8 +108,8 @@ def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any
     else:
         value = answer
     try:
-        if check.function:
-            from util import setup
+        if check.calls_function:
+            from util.seeding import setup
             setup()  # the same seed and thread count as the grader, whatever the notebook did since
         found = check.test(value)
     except Exception as exc:  # the student's code may raise anything

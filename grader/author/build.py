@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import REPO, notebook
+from grader import REPO
 from grader.author import figures, handouts
 from grader.author.markers import (
     MarkerError,
@@ -34,6 +34,7 @@ from grader.author.markers import (
     stub_cpp,
     stub_regions,
 )
+from grader.core import notebook
 from util import labs
 from util.contract import Lab, Mistake
 
@@ -255,7 +256,7 @@ def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = F
         for problem in problems:
             print(f"build --check: {problem}", file=sys.stderr)
         if not problems:
-            print(f"build --check: {', '.join(l.name for l in labs)} up to date")
+            print(f"build --check: {', '.join(lab.name for lab in labs)} up to date")
         return 1 if problems else 0
     status = 0
     for lab in labs:

@@ -15,8 +15,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from grader import REPO, notebook
-from grader.execute.scratch import Run, run_notebook
+from grader import REPO
+from grader.core import notebook
+from grader.grade.run import Run, run_notebook
 from grader.judge.compare import compare
 from grader.judge.references import load, path_for
 from util import labs
@@ -24,8 +25,6 @@ from util.answers import write_json
 from util.contract import Lab, Tolerance
 
 SOLUTION_DIR = REPO / "solutions"
-PACKAGES = ("torch", "torchvision", "torchinfo", "ptflops", "onnx", "onnxscript", "onnxruntime", "numpy", "nbclient")
-"""Packages whose version can change a reference value."""
 
 
 class StaleReferences(RuntimeError):
@@ -45,9 +44,10 @@ def source_hash(lab: Lab) -> str:
 
 
 def provenance(lab: Lab) -> dict[str, Any]:
-    """Where the references came from: package versions, Python, platform, source hash."""
+    """Where the references came from: the versions of the packages the lab declares (``Lab.packages``),
+    Python, platform, source hash."""
     versions = {}
-    for name in PACKAGES:
+    for name in lab.packages:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -131,7 +131,7 @@ def check(lab: Lab, *, rerun: bool = True) -> list[str]:
     now = provenance(lab)
     was = committed.get("provenance", {})
     if was.get("source_sha256") != now["source_sha256"]:
-        shared = ", ".join(lab.modules) or "no shared module"
+        shared = ", ".join(lab.shared_sources) or "no shared module"
         reasons.append(f"solutions/{lab.notebook} or the lab's sources ({labs.folder(lab)}/, {shared}) changed "
                        "since the references were made")
     for name, version in now["packages"].items():

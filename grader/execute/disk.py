@@ -24,6 +24,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from grader.execute.sandbox import scratch_base  # where student code's user can reach it
+
 ENV = "COURSE_SCRATCH_FS"
 """``off``: never mount a filesystem per submission (plain folders and the watchdog's walk)."""
 TMP, SHM, HOME, KERNEL = ".tmp", ".shm", ".home", ".kernel"
@@ -126,8 +128,6 @@ class Scratch:
         ``filesystem`` forces a mounted filesystem on or off (default: on when :func:`limited`).
         """
         use_fs = limited() if filesystem is None else filesystem
-        from grader.execute.sandbox import scratch_base  # where student code's user can reach it
-
         path = Path(tempfile.mkdtemp(prefix=f"grade-{label}-{os.getpid()}-", dir=scratch_base()))
         scratch = cls(path, None, owner)
         try:

@@ -18,7 +18,6 @@ talks to the grader over Unix sockets in ``<workdir>/.kernel/``.
 """
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import signal
@@ -36,12 +35,13 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from traitlets import default
 
-from grader.execute import cgroups, disk, launch, relay
-from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits, tasks as task_limit
+from grader.core.limits import Deadlines, Limits
+from grader.core.limits import tasks as task_limit
+from grader.core.notebook import cell_tasks
+from grader.execute import cgroups, confinement, disk, launch, relay
 from grader.execute.output import BoundedClient, SafeSession, bounded_context, install_kernel_cap
 from grader.execute.watchdog import Breach, Watchdog
-from grader.notebook import cell_tasks
+
 
 @dataclass(frozen=True)
 class CellError:
@@ -186,104 +186,55 @@ def _folders(workdir: Path, owner: tuple[int, int] | None) -> disk.Scratch:
     return scratch
 
 
-def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mapping[str, str], *, cell_timeout: int,
-            notebook_timeout: int, extra_cells: tuple[str, ...] = (), extra_timeout: int = 300,
-            limits: Limits | None = None, sandbox: bool | None = None) -> Execution:
+def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mapping[str, str], *,
+            deadlines: Deadlines, extra_cells: tuple[str, ...] = (), limits: Limits | None = None,
+            sandbox: bool | None = None) -> Execution:
     """Run ``nb`` in place in a fresh kernel whose working directory is ``workdir``.
 
     ``extra_cells`` are appended and run in the same kernel after the notebook (the grader's hidden
-    cases), with ``extra_timeout`` seconds for all of them; their errors are tagged with task
-    ``hidden``. ``limits`` bounds memory, processes, disk, file size and output (time comes from the
-    two timeouts); ``sandbox`` forces the bubblewrap sandbox on or off (default: on when usable
-    here). Only ``workdir`` (a folder, or a :class:`grader.execute.disk.Scratch`) is writable in the
-    sandbox, so ``env``'s answer folder must lie inside it. ``env`` is the kernel's whole
-    environment (see :func:`grader.execute.scratch.kernel_env`).
+    cases), under the hidden cases' deadline; their errors are tagged with task ``hidden``. Every
+    time limit comes from ``deadlines`` (:class:`grader.core.limits.Deadlines`); ``limits`` bounds
+    memory, processes, disk, file size and output; ``sandbox`` forces the bubblewrap sandbox on or
+    off (default: on when usable here). Only ``workdir`` (a folder, or a
+    :class:`grader.execute.disk.Scratch`) is writable in the sandbox, so ``env``'s answer folder
+    must lie inside it. ``env`` is the kernel's whole environment (see
+    :func:`grader.execute.scratch.kernel_env`).
     """
     limits = limits or Limits()
-    sandboxed = sandboxing.available() if sandbox is None else sandbox
-    owner = launch.student_ids(sandboxed)
+    sandboxed = confinement.available() if sandbox is None else sandbox
+    owner = confinement.student_ids(sandboxed)
     scratch = _folders(workdir, owner)
     count = len(nb.cells)
     for source in extra_cells:
         nb.cells.append(nbformat.v4.new_code_cell(source))
     tasks = cell_tasks(nb)[:count] + ["hidden"] * len(extra_cells)
 
-    kernel_dir = scratch.path / disk.KERNEL
     group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
-    km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
-                                connection_file=str(kernel_dir / "kernel.json"))
-    km.command_prefix = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,
-                                              cgroup=group.procs_file if group else None)
-    km.owner = owner
-    km.max_frame = limits.output + SLACK
-    km.session.max_message = 4 * (limits.output + SLACK)
-    km.relay_dir = Path(tempfile.mkdtemp(prefix="grade-relay-"))  # the grader's alone: the kernel cannot see it
+    km = _kernel_manager(scratch, sandboxed=sandboxed, owner=owner, limits=limits, group=group)
     client = BoundedClient(nb, km=km, cell_limit=limits.output + SLACK, total_limit=limits.notebook_output,
-                           timeout=cell_timeout, allow_errors=True, kernel_name="python3",
+                           timeout=deadlines.cell, allow_errors=True, kernel_name="python3",
                            resources={"metadata": {"path": str(scratch.path)}}, record_timing=False,
-                           shutdown_kernel="immediate", startup_timeout=max(5, min(60, notebook_timeout)))
+                           shutdown_kernel="immediate", startup_timeout=max(5, min(60, deadlines.notebook)))
     kernel_env = {**env, "HOME": str(scratch.path / disk.HOME),  # caches (matplotlib, IPython) stay in scratch
                   "TMPDIR": "/tmp" if sandboxed else str(scratch.path / disk.TMP)}
     install_kernel_cap(scratch.path / disk.HOME, limits.output)
     scratch.give(scratch.path / disk.HOME)
     start = time.monotonic()
-    deadline = start + notebook_timeout
-    errors: list[CellError] = []
-    status, message, stopped = "completed", "", None
+    run = _CellRun(client, nb, tasks, count, deadlines)
     watchdog: Watchdog | None = None
     try:
         # the kernel's own log (not cell output) would only add noise to the grader's terminal
         # cleanup_kc: shut the kernel down and close the client's sockets even though we made the km
         with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL, cleanup_kc=True):
             watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs,
-                                scratch=scratch, disk=limits.disk, cgroup=group, deadline=deadline,
-                                relay=km.relay, relay_limit=km.session.max_message)
-            watchdog.deadline_message = f"was still running at its time limit ({notebook_timeout} s per notebook)"
-            for index, cell in enumerate(nb.cells):
-                if cell.cell_type != "code":
-                    continue
-                where = f"cell {index} ({tasks[index] or 'set-up'})"
-                if index == count:  # the grader's own cells: a budget (and a deadline) of their own
-                    deadline = time.monotonic() + extra_timeout
-                    watchdog.deadline = deadline
-                    watchdog.deadline_message = (f"was still running the hidden cases at their time limit "
-                                                 f"({extra_timeout} s)")
-                left = deadline - time.monotonic()
-                if left <= 0 or watchdog.breach is not None:
-                    status, message, stopped = _stopped(watchdog.breach, notebook_timeout, extra_timeout,
-                                                        where, tasks[index], index >= count)
-                    break
-                limit = min(extra_timeout if index >= count else cell_timeout, left)
-                client.timeout = max(1, math.ceil(limit))
-                try:
-                    client.execute_cell(cell, index)
-                except CellTimeoutError:
-                    status, stopped = "timeout", tasks[index]
-                    message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
-                               f"{cell_timeout} s per cell, {notebook_timeout} s per notebook, {extra_timeout} s "
-                               "for the hidden cases)" + AFTER)
-                    break
-                except DeadKernelError:
-                    code = _kernel_returncode(client)
-                    watchdog.settle()  # killed by the system (a cgroup's OOM kill) between two polls: say why
-                    status, message = _death(code, watchdog.breach, where)
-                    stopped = tasks[index]
-                    break
-                raised = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-                if raised and watchdog.breach is None:  # "no space left" raised before the next poll: over the limit?
-                    watchdog.settle()
-                    if watchdog.breach is not None:
-                        watchdog.kill_all()
-                if watchdog.breach is None:  # (an error the limit caused is the limit's, not the cell's)
-                    errors += [CellError(index, tasks[index], o.get("ename", "Error"), o.get("evalue", ""))
-                               for o in raised]
-                if watchdog.breach is not None:  # killed as the cell ended
-                    status, message = _death(None, watchdog.breach, where)
-                    stopped = tasks[index]
-                    break
+                                scratch=scratch, disk=limits.disk, cgroup=group,
+                                deadline=start + deadlines.notebook, relay=km.relay,
+                                relay_limit=km.session.max_message)
+            watchdog.deadline_message = f"was still running at its time limit ({deadlines.notebook} s per notebook)"
+            run.all(watchdog)
     except (RuntimeError, TimeoutError, OSError) as exc:  # the kernel never started
-        status, stopped = "crash", None
-        message = f"the grader could not start a kernel for this notebook ({type(exc).__name__}: {exc})"
+        run.status, run.stopped = "crash", None
+        run.message = f"the grader could not start a kernel for this notebook ({type(exc).__name__}: {exc})"
     finally:
         if watchdog is not None:
             watchdog.stop()
@@ -297,15 +248,90 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
                 group.remove()
             except OSError:
                 pass
-    return Execution(status, time.monotonic() - start, tuple(errors), message, stopped, sandboxed,
+    return Execution(run.status, time.monotonic() - start, tuple(run.errors), run.message, run.stopped, sandboxed,
                      peak, client.dropped, km.session.dropped)
 
 
-def _stopped(breach: Breach | None, notebook_timeout: int, extra_timeout: int, where: str,
-             task: str | None, hidden: bool) -> tuple[str, str, str | None]:
+def _kernel_manager(scratch: disk.Scratch, *, sandboxed: bool, owner: tuple[int, int] | None, limits: Limits,
+                    group: cgroups.Group | None) -> "_PrefixedKernelManager":
+    """A kernel manager that starts the kernel confined (cgroup, user, rlimits, sandbox) and talks to
+    it through the relay, with message bounds from ``limits``."""
+    km = _PrefixedKernelManager(kernel_name="python3", transport="ipc",
+                                connection_file=str(scratch.path / disk.KERNEL / "kernel.json"))
+    km.command_prefix = launch.command_prefix(scratch.path, sandboxed=sandboxed, ids=owner, limits=limits,
+                                              cgroup=group.procs_file if group else None)
+    km.owner = owner
+    km.max_frame = limits.output + SLACK
+    km.session.max_message = 4 * (limits.output + SLACK)
+    km.relay_dir = Path(tempfile.mkdtemp(prefix="grade-relay-"))  # the grader's alone: the kernel cannot see it
+    return km
+
+
+class _CellRun:
+    """The cell loop of one execution: each code cell under the limit :class:`Deadlines` gives it,
+    until the end, a timeout, the kernel's death or a breach of a limit; what stopped it, and why."""
+
+    def __init__(self, client: NotebookClient, nb: nbformat.NotebookNode, tasks: list[str | None], count: int,
+                 deadlines: Deadlines) -> None:
+        self.client, self.nb, self.tasks, self.count, self.deadlines = client, nb, tasks, count, deadlines
+        self.errors: list[CellError] = []
+        self.status, self.message, self.stopped = "completed", "", None
+
+    def all(self, watchdog: Watchdog) -> None:
+        """Run every code cell in order (``count`` notebook cells, then the grader's own)."""
+        deadline = watchdog.deadline
+        for index, cell in enumerate(self.nb.cells):
+            if cell.cell_type != "code":
+                continue
+            hidden = index >= self.count
+            if index == self.count:  # the grader's own cells: a budget (and a deadline) of their own
+                deadline = time.monotonic() + self.deadlines.hidden
+                watchdog.deadline = deadline
+                watchdog.deadline_message = (f"was still running the hidden cases at their time limit "
+                                             f"({self.deadlines.hidden} s)")
+            if not self.one(index, cell, hidden, deadline - time.monotonic(), watchdog):
+                return
+
+    def one(self, index: int, cell: Any, hidden: bool, left: float, watchdog: Watchdog) -> bool:
+        """Run cell ``index``; whether the run goes on after it."""
+        task = self.tasks[index]
+        where = f"cell {index} ({task or 'set-up'})"
+        if left <= 0 or watchdog.breach is not None:
+            self.status, self.message, self.stopped = _stopped(watchdog.breach, self.deadlines, where, task, hidden)
+            return False
+        client = self.client
+        client.timeout = self.deadlines.cell_limit(hidden=hidden, task=task, left=left)
+        try:
+            client.execute_cell(cell, index)
+        except CellTimeoutError:
+            self.status, self.stopped = "timeout", task
+            self.message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
+                            f"{self.deadlines.describe()})" + AFTER)
+            return False
+        except DeadKernelError:
+            code = _kernel_returncode(client)
+            watchdog.settle()  # killed by the system (a cgroup's OOM kill) between two polls: say why
+            self.status, self.message = _death(code, watchdog.breach, where)
+            self.stopped = task
+            return False
+        raised = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if raised and watchdog.breach is None:  # "no space left" raised before the next poll: over the limit?
+            watchdog.settle()
+            if watchdog.breach is not None:
+                watchdog.kill_all()
+        if watchdog.breach is None:  # (an error the limit caused is the limit's, not the cell's)
+            self.errors += [CellError(index, task, o.get("ename", "Error"), o.get("evalue", "")) for o in raised]
+            return True
+        self.status, self.message = _death(None, watchdog.breach, where)  # killed as the cell ended
+        self.stopped = task
+        return False
+
+
+def _stopped(breach: Breach | None, deadlines: Deadlines, where: str, task: str | None,
+             hidden: bool) -> tuple[str, str, str | None]:
     """Status, message and task for a run stopped before ``where`` started (deadline or breach)."""
     if breach is not None and breach.kind != "timeout":
         status, message = _death(None, breach, where)
         return status, message, task
-    limit = f"{extra_timeout} s for the hidden cases" if hidden else f"{notebook_timeout} s per notebook"
+    limit = f"{deadlines.hidden} s for the hidden cases" if hidden else f"{deadlines.notebook} s per notebook"
     return "timeout", f"the notebook reached its time limit ({limit}) before {where}" + AFTER, task

@@ -27,8 +27,8 @@ import os
 import sys
 from pathlib import Path
 
+from grader.core.limits import Limits, rlimits
 from grader.execute import sandbox, seccomp
-from grader.execute.limits import Limits, rlimits
 
 LAUNCHER = """\
 import ctypes, json, os, resource, sys
@@ -73,28 +73,16 @@ def launcher(spec: dict, python: str = sys.executable) -> list[str]:
     return [python, "-c", LAUNCHER, json.dumps(spec)]
 
 
-def student_ids(sandboxed: bool) -> tuple[int, int] | None:
-    """The (uid, gid) student code runs as, seen from outside the sandbox, when that is not the
-    grader's own: a root grader's unprivileged user (unless, without the sandbox, that user cannot
-    run Python here: then it is root, with a warning, see :mod:`grader.execute.sandbox`)."""
-    ids = sandbox.run_as()
-    if ids is None or not (sandboxed or sandbox.unprivileged_without_sandbox() is None):
-        return None
-    return ids
-
-
-def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = None,
+def command_prefix(scratch: Path, *, sandboxed: bool, ids: tuple[int, int] | None, limits: Limits | None = None,
                    cgroup: Path | None = None, readable: tuple[Path, ...] = (),
-                   writable: bool = True, drop: bool | None = None, judges: bool = False) -> list[str]:
+                   writable: bool = True, judges: bool = False) -> list[str]:
     """The prefix that runs a command confined in ``scratch``: in ``cgroup`` (its ``cgroup.procs``),
-    under ``limits``' rlimits, as the unprivileged user, and in the sandbox when ``sandboxed``.
+    under ``limits``' rlimits, as the user ``ids`` (``None``: the grader's own, e.g. a non-root
+    grader: :func:`grader.execute.confinement.student_ids` says which), and in the sandbox when ``sandboxed``.
 
-    ``drop`` forces a root grader's drop to the unprivileged user on or off; by default it is on,
-    except without the sandbox where that user cannot run Python (see :mod:`grader.execute.sandbox`).
     ``judges``: the labs' judges are visible (a judge process), where a kernel sees them empty.
     """
     limits = limits or Limits()
-    ids = student_ids(sandboxed) if drop is None else sandbox.run_as() if drop else None
     outer: dict = {"cgroup": str(cgroup)} if cgroup is not None else {}
     filtered = seccomp.program()
     if not sandboxed:
@@ -113,29 +101,3 @@ def command_prefix(scratch: Path, *, sandboxed: bool, limits: Limits | None = No
         inner["seccomp"] = filtered.hex()
     return ((launcher(outer) if outer else [])
             + sandbox.bwrap_args(scratch, readable=readable, writable=writable, judges=judges) + launcher(inner))
-
-
-def enforcement(sandboxed: bool) -> dict[str, str]:
-    """Which mechanism enforces what here, limit by limit, in a few words each (for the grader's log)."""
-    from grader.execute import cgroups, disk
-
-    ids = student_ids(sandboxed)
-    cgroup = cgroups.unavailable_reason() is None
-    if ids is not None:
-        user = f"uid {ids[0]} (unprivileged, no capabilities)"
-    elif sandboxed:
-        user = "the grader's user in a user namespace (no capabilities)"
-    else:
-        user = "ROOT" if os.geteuid() == 0 else "the grader's own user"
-    return {
-        "isolation": "bubblewrap (no network; read-only system; only the scratch folder writable)" if sandboxed
-                     else "NONE",
-        "user": user,
-        "memory": "cgroup v2 memory.max" if cgroup else "watchdog (resident memory + memfd) and RLIMIT_DATA",
-        "processes": "cgroup v2 pids.max and watchdog" if cgroup else
-                     "watchdog" + (" and RLIMIT_NPROC" if sandboxed or ids is not None else ""),
-        "disk": "a filesystem of --disk per submission" if disk.unavailable_reason() is None
-                else "watchdog (walk + deleted files held open)",
-        "time": "watchdog (absolute deadline)",
-        "output": "relay, kernel-side cap, bounded client",
-    }

@@ -34,7 +34,7 @@ from jupyter_client.session import Session
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionComplete
 
-from grader.execute.limits import format_size
+from grader.core.limits import format_size
 
 KEEP_ERROR_TEXT = 10_000
 """Characters kept of an exception message or traceback (a huge one is shortened, never dropped)."""
@@ -299,7 +299,7 @@ class BoundedClient(NotebookClient):
             self.dropped += new * len(targets)
             return
         data, metadata = msg["content"]["data"], msg["content"].get("metadata", {})
-        for cell_index, output in targets:
+        for _cell, output in targets:
             output["data"], output["metadata"] = nbformat.from_dict(data), nbformat.from_dict(metadata)
         for cell_index, g in growth.items():
             self._charge(cell_index, g)

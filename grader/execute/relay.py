@@ -15,7 +15,7 @@ and the standard library, no jupyter) sits between them, under its own ``RLIMIT_
   stops the submission (:mod:`grader.execute.watchdog`): "the notebook sent the grader more than it accepts".
 
 It forwards the grader's requests untouched and never parses a message (the grader checks
-signatures and contents itself, :class:`grader.output.SafeSession`).
+signatures and contents itself, :class:`grader.execute.output.SafeSession`).
 
 Run as ``python relay.py SPEC`` (SPEC: JSON with ``kernel`` (jupyter connection info), ``prefix``,
 ``max_frame``, ``max_message`` and ``memory``); it exits when its parent dies or the grader kills it.

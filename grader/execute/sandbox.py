@@ -30,13 +30,9 @@ and stray background processes are not contained.
 """
 from __future__ import annotations
 
-import functools
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import warnings
 from pathlib import Path
 
 from grader import REPO
@@ -53,11 +49,6 @@ UID_BASE = 2_000_000_000
 """A root grader runs student code as uid = gid = ``UID_BASE + <grader pid>``: a user no account has,
 and a different one for each grader process, so that parallel submissions share no per-user count
 (``RLIMIT_NPROC``, pipe buffers, keyrings) and, without the sandbox, cannot signal each other."""
-UNSANDBOXED_WARNING = (
-    "bubblewrap (bwrap) is not usable here{reason}: submissions run WITHOUT a sandbox. Time, memory, "
-    "process and disk limits still apply{user}, but student code can use the network, read any file "
-    "its user can (the references, other submissions) and write outside its scratch folder. "
-    "Install it (Debian/Ubuntu: apt-get install bubblewrap) to grade untrusted notebooks.")
 
 
 def run_as() -> tuple[int, int] | None:
@@ -93,36 +84,6 @@ def scratch_base() -> Path:
     return base
 
 
-def _probe_command(scratch: Path, sandboxed: bool) -> list[str]:
-    from grader.execute.launch import command_prefix  # launch builds on this module
-
-    check = "import util.answers, os; assert os.geteuid() != 0 or os.environ.get('COURSE_PROBE_ROOT')"
-    return command_prefix(scratch, sandboxed=sandboxed, drop=True) + [sys.executable, "-c", check]
-
-
-def _probe(sandboxed: bool) -> str | None:
-    """Run Python, importing ``util``, exactly as a kernel will be run; ``None`` if it works."""
-    scratch = Path(tempfile.mkdtemp(prefix="grade-probe-", dir=scratch_base()))
-    try:
-        for name in (".tmp", ".shm", ".home"):
-            (scratch / name).mkdir()
-        ids = run_as()
-        if ids:
-            for path in [scratch, *scratch.iterdir()]:
-                os.chown(path, *ids)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO)}
-        probe = subprocess.run(_probe_command(scratch, sandboxed), capture_output=True, text=True, timeout=60,
-                               cwd=scratch, env=env, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        return f" ({exc})"
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or [f"exit code {probe.returncode}"])[-1]
-        return f" ({last[:300]})"
-    return None
-
-
 def userns() -> bool:
     """Whether the sandbox is built in a user namespace, by bwrap run as the unprivileged user.
 
@@ -134,50 +95,11 @@ def userns() -> bool:
     return run_as() is None or _root_userns or os.environ.get(SANDBOX_ENV, "").lower() == "userns"
 
 
-@functools.lru_cache(maxsize=None)
-def unavailable_reason() -> str | None:
-    """``None`` when bwrap can build the sandbox here, else why not (probed once per process)."""
+def use_root_userns(on: bool) -> None:
+    """Build a root grader's sandbox in a user namespace (:func:`userns`) from now on, or not: set by
+    :func:`grader.execute.confinement.unavailable_reason` when bwrap cannot run as root here."""
     global _root_userns
-    if os.environ.get(SANDBOX_ENV, "").lower() in ("off", "0", "no", "false"):
-        return f" ({SANDBOX_ENV}=off)"
-    if shutil.which("bwrap") is None:
-        return " (not installed)"
-    reason = _probe(sandboxed=True)
-    if reason is None or userns():
-        return reason
-    _root_userns = True  # bwrap as root failed: try it as the unprivileged user, in a user namespace
-    second = _probe(sandboxed=True)
-    if second is None:
-        return None
-    _root_userns = False
-    return f"{reason}; as an unprivileged user:{second}"
-
-
-@functools.lru_cache(maxsize=None)
-def unprivileged_without_sandbox() -> str | None:
-    """Without the sandbox, a root grader still drops student code to :func:`run_as`'s user when
-    that user can run Python here: ``None`` when it can (or the grader is not root), else why not."""
-    if run_as() is None:
-        return None
-    return _probe(sandboxed=False)
-
-
-def available() -> bool:
-    """Whether kernels will run sandboxed (warns once, in words an instructor can act on, if not)."""
-    reason = unavailable_reason()
-    if reason is not None:
-        _warn_once(reason)
-    return reason is None
-
-
-@functools.lru_cache(maxsize=None)
-def _warn_once(reason: str) -> None:
-    ids, problem = run_as(), unprivileged_without_sandbox()
-    user = ("" if ids is None else f" and it runs as uid {ids[0]}" if problem is None
-            else f", but it runs AS ROOT: uid {ids[0]} cannot run Python here{problem}")
-    text = UNSANDBOXED_WARNING.format(reason=reason, user=user)
-    warnings.warn(text, RuntimeWarning, stacklevel=3)
-    print("grader: warning: " + text, file=sys.stderr)
+    _root_userns = on
 
 
 def readable_paths(extra: tuple[Path, ...] = ()) -> list[Path]:

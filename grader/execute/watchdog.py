@@ -32,9 +32,9 @@ from pathlib import Path
 
 import psutil
 
+from grader.core.limits import format_size
 from grader.execute.cgroups import Group
 from grader.execute.disk import Scratch
-from grader.execute.limits import format_size
 
 
 @dataclass(frozen=True)

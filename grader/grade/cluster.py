@@ -5,7 +5,7 @@
 processes on this machine, one thread each. The README shows Slurm (dask-jobqueue) and Kubernetes
 (dask-kubernetes) recipes.
 
-Each worker grades with the function a local run uses (:func:`grader.grade.batch.grade_one`), in
+Each worker grades with the function a local run uses (:func:`grader.grade.jobs.grade_one`), in
 the same sandbox and under the same limits, one notebook per worker thread:
 
 1. Every worker is checked before it is given anything (:mod:`grader.grade.worker_check`): the
@@ -13,7 +13,7 @@ the same sandbox and under the same limits, one notebook per worker thread:
    that differs is refused, with what differs and what to do, and never gets a submission;
    workers that join later (a Slurm job starting, a pod scaled up) are checked as they appear.
 2. The first submission of a lab on a worker runs the lab's ``prepare`` hook there
-   (:func:`grader.grade.batch.prepare`): export caches are built, or verified, once per worker.
+   (:func:`grader.grade.jobs.prepare`): export caches are built, or verified, once per worker.
 3. Submissions travel as parcels and come back as their result folder's files
    (:mod:`grader.grade.parcel`); this process writes them, then the gradebook, as a local run does.
 4. A submission whose worker dies (or that fails on the worker for any other reason) is retried
@@ -41,8 +41,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from grader.grade import batch, parcel, resume, worker_check
-from grader.report.results import SubmissionResult
+from grader.core import records
+from grader.core.results import SubmissionResult
+from grader.grade import parcel, worker_check
+from grader.grade.collect import Submission
+from grader.grade.jobs import grader_fault, prepare
 from util.answers import write_json
 from util.labs import get_lab
 
@@ -121,14 +124,14 @@ _prepared: set[str] = set()
 _prepare_lock = threading.Lock()
 
 
-def grade_remote(grade: Callable, sub: batch.Submission, packed: bytes,
+def grade_remote(grade: Callable, sub: Submission, packed: bytes,
                  key: dict) -> tuple[SubmissionResult, dict[str, tuple[int, bytes]]]:
     """Runs on a worker: grade the parcel ``packed`` as ``sub`` with ``grade``; its result (with the
     instructor's paths) and its result folder's files."""
     with _prepare_lock:  # once per lab and worker process: the export caches
         _undo_nanny_environ()
         if sub.lab not in _prepared:
-            batch.prepare({sub.lab})
+            prepare({sub.lab})
             _prepared.add(sub.lab)
     root = parcel.Root.make(sub.path)
     try:
@@ -142,12 +145,12 @@ def grade_remote(grade: Callable, sub: batch.Submission, packed: bytes,
     return result, files
 
 
-def _lost(sub: batch.Submission, out: Path, key: dict, exc: BaseException) -> SubmissionResult:
+def _lost(sub: Submission, out: Path, key: dict, exc: BaseException) -> SubmissionResult:
     """The row of a submission no worker could grade (as a local worker's death gives): recorded to be
     graded again on the next run."""
-    result = batch._grader_fault(sub, exc)
+    result = grader_fault(sub, exc)
     write_json(out / sub.name / "results.json", result.to_gradescope_dict())
-    resume.save(out / sub.name, key, result, source=sub.path, retry=True)
+    records.save(out / sub.name, key, result, source=sub.path, retry=True)
     return result
 
 
@@ -248,7 +251,7 @@ class _Dispatch:
         for sub, key in pending:
             self.done(sub, _lost(sub, self.out, key, NoWorker(reason)))
 
-    def run(self, todo: list[tuple[batch.Submission, dict]]) -> None:
+    def run(self, todo: list[tuple[Submission, dict]]) -> None:
         for sub, key in todo:
             if not parcel.shippable(sub.path):  # no kernel runs for these: graded here
                 self.done(sub, self.grade(sub, self.out, key=key))
@@ -275,8 +278,8 @@ class _Dispatch:
                 self.look()
 
 
-def run(address: str, todo: list[tuple[batch.Submission, dict]], out: Path, grade: Callable,
-        done: Callable[[batch.Submission, SubmissionResult], None], *, sandbox: bool) -> None:
+def run(address: str, todo: list[tuple[Submission, dict]], out: Path, grade: Callable,
+        done: Callable[[Submission, SubmissionResult], None], *, sandbox: bool) -> None:
     """Grade ``todo`` on the cluster at ``address`` with ``grade(sub, out, key=key)``, calling
     ``done`` in this process as each finishes (see the module's docstring)."""
     client, cluster = connect(address)

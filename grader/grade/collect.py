@@ -9,18 +9,20 @@ was submitted (never after what a link points to):
 * names are made safe for a folder and for every place they are shown (:func:`output_names`):
   bytes that are not UTF-8 show as ``\\xff``, control characters are dropped, names stay short and
   distinct; identical notebooks from different students are not merged: each is graded under its
-  own name (the gradebook's ``identical`` column, :mod:`grader.report.classbook`, names the others).
+  own name (the gradebook's ``identical`` column, :mod:`grader.report.class_folder`, names the others).
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from grader import notebook
-from grader.report.safe_text import LIMIT_MESSAGE, file_name
+from grader.core import notebook
+from grader.core import records as stored_records
+from grader.core.safe_text import LIMIT_MESSAGE, file_name, plain
 from util.contract import Lab
 from util.labs import LABS, get_lab
 
@@ -190,3 +192,75 @@ def resolve_lab(path: Path, lab_name: str | None) -> Lab:
                      + (f"it names {file_name(said[0])}, which is not a lab of this course" if said
                         else "no course.lab metadata and the file name does not start with labN")
                      + f"); pass --lab ({', '.join(LABS)})")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One thing to grade."""
+
+    name: str
+    """Its result folder's name (distinct across the class)."""
+    path: Path
+    """The notebook (or the file or folder that should have been one)."""
+    lab: str
+    """The lab it is graded as."""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A submission that is not graded at all, and why."""
+
+    name: str
+    path: Path
+    reason: str
+    """In a student's words: a link, not a plain file, no such file, or the lab cannot be told."""
+    lab: str | None = None
+    """The lab, when ``--lab`` or the file's name tells it (its row then lists the lab's tasks)."""
+
+
+def keep_folders(paths: list[Path], names: list[str], out: Path) -> list[str]:
+    """Result folder names for ``paths``: a path graded into ``out`` before keeps its folder, and no
+    path takes a folder that holds another submission's record (it gets a longer, distinct name).
+
+    So grading one student into a class's folder replaces that student's row, whatever name the
+    class run gave it, and never overwrites another student's."""
+    records = stored_records.load_all(out)
+    by_source = {os.path.abspath(r.source): name for name, r in records.items() if r.source}
+    taken = set(records)
+    chosen = []
+    for path, name in zip(paths, names):
+        earlier = by_source.get(os.path.abspath(path))
+        if earlier is not None:
+            chosen.append(earlier)
+            continue
+        parts = list(Path(os.path.abspath(path)).with_suffix("").parts[1:])
+        if len(parts) >= 2 and parts[-2] == parts[-1]:  # a folder named like its notebook (a lab with support files)
+            parts.pop()
+        candidate, depth = name, 2
+        while candidate in taken or candidate in chosen:
+            candidate = folder_name("__".join(parts[-depth:])) if depth <= len(parts) else f"{name}__{depth}"
+            depth += 1
+        chosen.append(candidate)
+    return chosen
+
+
+def collect(paths: list[Path], lab: str | None, out: Path | None = None
+            ) -> tuple[list[Submission], list[Refused], list[str]]:
+    """Submissions to grade, those refused (with the reason), and every name in the order found
+    (names kept from earlier runs into ``out``: :func:`keep_folders`). Never raises for what a
+    file holds or is called."""
+    found = find_submissions(paths)
+    names = output_names(found)
+    if out is not None:
+        names = keep_folders(found, names, out)
+    subs, refused = [], []
+    for name, path in zip(names, found):
+        reason = refusal(path)
+        if reason:
+            refused.append(Refused(name, path, reason, lab or notebook.lab_name(None, path)))
+            continue
+        try:
+            subs.append(Submission(name, path, resolve_lab(path, lab).name))
+        except Exception as exc:  # whatever the file holds: its own row, never the class's end
+            refused.append(Refused(name, path, plain(str(exc).strip("'\""))))
+    return subs, refused, names

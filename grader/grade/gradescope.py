@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import REPO
-from grader.execute.limits import Limits
-from grader.grade.submission import _unreadable, grade_submission
+from grader.core.limits import Limits
+from grader.grade.submission import grade_submission, unreadable
 from grader.judge import references
 from grader.report import feedback
 from util.answers import write_json
@@ -136,7 +136,7 @@ def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None) 
         try:
             result = grade_submission(pick.path, lab, Path(scratch) / "graded", limits=limits)
         except Exception as exc:  # never leave Gradescope without a results.json
-            result = _unreadable(pick.path, lab, f"the autograder failed ({type(exc).__name__}: {exc}); "
+            result = unreadable(pick.path, lab, f"the autograder failed ({type(exc).__name__}: {exc}); "
                                                  "tell your instructors")
     if pick.note:
         result = replace(result, notes=(pick.note, *result.notes))

@@ -25,9 +25,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.execute.limits import format_size
+from grader.core import records
+from grader.core.limits import format_size
 from grader.execute.scratch import copy_support
-from grader.grade import resume
 from util.contract import Lab
 
 MAX_PARCEL = 64 * 2**20
@@ -121,7 +121,7 @@ class Root:
 def write(folder: Path, files: dict[str, tuple[int, bytes]]) -> None:
     """Write what :meth:`Root.collect` returned into ``folder``, each file atomically and with its
     mode, the resume record last (its presence means the other files are complete)."""
-    for name in sorted(files, key=lambda n: (n == resume.RECORD, n)):
+    for name in sorted(files, key=lambda n: (n == records.RECORD, n)):
         mode, data = files[name]
         target = folder / name
         if target.resolve().is_relative_to(folder.resolve()) is False:

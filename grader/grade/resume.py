@@ -1,18 +1,7 @@
 """Resumable grading: a submission already graded against the same inputs is not graded again.
 
-Each graded submission's folder gets ``grading.json``, written last (so its presence means the
-other files are complete). It is the record every class-level output is built from (the
-gradebooks, statistics, exports, the class report): a rerun that grades one student rewrites that
-student's record and keeps everyone else's. Its fields (``format`` 2):
-
-* ``key``: what the submission was graded under, part by part (below);
-* ``result``: the full result (:meth:`grader.report.results.SubmissionResult.to_dict`);
-* ``source``: the absolute path of what was submitted (a later run that names the same path
-  writes to the same folder, whatever else it grades);
-* ``submitted``: when it was submitted (ISO 8601, UTC): the newest modification time of its files;
-* ``graded``: when it was graded;
-* ``retry``: present (and true) when the grader itself failed: the row is shown, and the next run
-  grades it again.
+Each graded submission keeps a record (:mod:`grader.core.records`) whose ``key`` says what it was
+graded under.
 
 The key hashes everything that can change a score:
 
@@ -40,17 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from grader import REPO
-from grader.execute.limits import Limits
+from grader.core.limits import Limits
+from grader.core.records import Previous
+from grader.core.results import SubmissionResult
 from grader.judge import references
-from grader.report.results import SubmissionResult
 from util import labs
-from util.answers import write_json
 from util.contract import Lab
 
-RECORD = "grading.json"
-"""File name of the record in each submission's result folder."""
-FORMAT = 2
-"""Version of the record's layout (1 had no ``format``, ``source``, ``submitted`` or ``graded``)."""
 SKIPPED = ("build", "__pycache__", ".ipynb_checkpoints")
 """Folders of a support folder that are not part of a submission (the grader never copies them)."""
 
@@ -132,59 +117,6 @@ def submitted_at(path: Path, lab: Lab | None) -> datetime | None:
         except OSError:
             continue
     return datetime.fromtimestamp(max(times), timezone.utc) if times else None
-
-
-@dataclass(frozen=True)
-class Previous:
-    """What an earlier run stored for a submission."""
-
-    key: dict[str, str]
-    result: SubmissionResult
-    source: str | None = None
-    """Absolute path of what was submitted (``None`` in records of format 1)."""
-    submitted: datetime | None = None
-    graded: datetime | None = None
-    retry: bool = False
-    """The grader failed on it: shown, and graded again by the next run."""
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(text) if text else None
-    except (TypeError, ValueError):
-        return None
-
-
-def load(folder: Path) -> Previous | None:
-    """The stored record in ``folder``, or ``None`` if there is none (or it cannot be read)."""
-    try:
-        data = json.loads((folder / RECORD).read_text(encoding="utf-8"))
-        return Previous(dict(data["key"]), SubmissionResult.from_dict(data["result"]), data.get("source"),
-                        _time(data.get("submitted")), _time(data.get("graded")), bool(data.get("retry")))
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
-        return None
-
-
-def load_all(out: Path) -> dict[str, Previous]:
-    """Every record under ``out`` (one per result folder), by folder name, sorted by name."""
-    records = {}
-    for record in sorted(out.glob(f"*/{RECORD}")) if out.is_dir() else ():
-        previous = load(record.parent)
-        if previous is not None:
-            records[record.parent.name] = previous
-    return records
-
-
-def save(folder: Path, grading_key: dict[str, str], result: SubmissionResult, *, source: Path | None = None,
-         submitted: datetime | None = None, retry: bool = False) -> None:
-    """Store the record (call after every other result file is written)."""
-    data = {"format": FORMAT, "key": grading_key, "result": result.to_dict(),
-            "source": os.path.abspath(source) if source is not None else None,
-            "submitted": submitted.isoformat() if submitted else None,
-            "graded": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    if retry:
-        data["retry"] = True
-    write_json(folder / RECORD, data)
 
 
 def changed_parts(old: dict[str, str], new: dict[str, str]) -> list[str]:

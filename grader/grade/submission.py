@@ -11,33 +11,32 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from grader import notebook
-from grader.execute.limits import Limits, format_size
-from grader.execute.scratch import run_notebook
-from grader.grade.collect import find_submissions, output_names, refusal, resolve_lab  # noqa: F401 (their home)
+from grader.core import notebook
+from grader.core.limits import Limits, format_size
+from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
+from grader.core.safe_text import file_name, json_value
+from grader.grade.collect import refusal
+from grader.grade.run import run_notebook
 from grader.judge import references
 from grader.judge.exports import HIDDEN
 from grader.judge.score import score
 from grader.report import feedback
-from grader.report.results import ANSWER, CheckResult, SubmissionResult, TaskResult
-from grader.report.safe_text import file_name, json_value
 from util.answers import write_json
 from util.contract import Lab
-
 
 TOO_LARGE = "too large"
 """The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
 
-def _unreadable(path: Path, lab: Lab, message: str) -> SubmissionResult:
+def unreadable(path: Path, lab: Lab, message: str) -> SubmissionResult:
     """Every task missing, with the reason: a bad file must not stop the class's grading."""
     tasks = tuple(TaskResult(t.id, t.title, tuple(
-        [CheckResult(ANSWER, "missing", 0, t.points, message)]
+        [CheckResult(ANSWER, "missing", 0, t.answer_points, message)]
         + [CheckResult(c.id, "missing", 0, c.points, message, c.hidden) for c in t.cases])) for t in lab.tasks)
     return SubmissionResult(str(path), lab.name, tasks, 0.0, "missing", (message,))
 
 
-def _why_unreadable(path: Path, error: Exception) -> str:
+def _whyunreadable(path: Path, error: Exception) -> str:
     """What is wrong with a submission that is not a notebook, in a student's words."""
     name = file_name(path.name)
     if path.is_dir():
@@ -81,13 +80,12 @@ def _refused(tasks: tuple[TaskResult, ...], refused: dict[str, str], answers: di
     return tuple(out)
 
 
-def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_timeout: int | None = None,
-                     notebook_timeout: int | None = None, limits: Limits | None = None,
+def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limits: Limits | None = None,
                      sandbox: bool | None = None, reveal: bool = False) -> SubmissionResult:
     """Grade one notebook against ``lab``; write its files under ``out_dir`` when given.
 
-    The time limits default to the lab's declared ``cell_timeout`` and ``notebook_timeout``;
-    ``limits`` bounds memory, processes, file size and output (:class:`grader.execute.limits.Limits`);
+    ``limits`` bounds memory, processes, file size and output and may override the lab's time
+    limits (:class:`grader.core.limits.Limits`, :class:`grader.core.limits.Deadlines`);
     ``sandbox`` forces the bubblewrap sandbox on or off (default: on where it works);
     ``reveal`` puts expected values in the feedback of checks that are not hidden.
     A file that is not a readable notebook (a link, a FIFO, not JSON) is graded 0 with the reason;
@@ -102,14 +100,14 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, cell_
             raise IsADirectoryError(path)
         nb = notebook.read(path, (limits or Limits()).notebook_size)
     except (FileNotFoundError, ValueError, OSError) as exc:
-        result = _unreadable(path, lab, _why_unreadable(path, exc))
+        result = unreadable(path, lab, _whyunreadable(path, exc))
         if isinstance(exc, notebook.NotebookTooLarge):  # refused before anything ran
             result = replace(result, execution_status=TOO_LARGE)
         if out_dir:
             write_json(out_dir / "results.json", result.to_gradescope_dict())
             _write_feedback(out_dir, result)
         return result
-    run = run_notebook(nb, lab, cell_timeout=cell_timeout, notebook_timeout=notebook_timeout, limits=limits,
+    run = run_notebook(nb, lab, limits=limits,
                        sandbox=sandbox, source_dir=path.parent,
                        files_out=out_dir / "files" if out_dir else None)  # the files the grader judged, for disputes
     tasks = _refused(score(lab, refs, run.answers, run.cases, run.execution, run.verdicts, reveal=reveal),

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 from grader import REPO
-from grader.execute import sandbox as sandboxing
+from grader.execute import confinement
 from grader.judge import references
 from util import labs
 
@@ -96,7 +96,7 @@ def facts(lab_names: list[str], packages: list[str], *, sandbox: bool) -> Facts:
         code = {"<labs>": str(exc)}
     return Facts(python=".".join(platform.python_version_tuple()[:2]),
                  versions={p: _version(p) for p in packages}, code=code, references=refs,
-                 sandbox=sandboxing.unavailable_reason() if sandbox else None)
+                 sandbox=confinement.unavailable_reason() if sandbox else None)
 
 
 def problems(expected: Facts, found: Facts) -> list[str]:

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from grader.execute.limits import Limits, format_size
+from grader.core.limits import Deadlines, Limits, format_size
+from grader.judge.isolated import judge
 from util.artifacts import case_stem
 from util.contract import Lab, Task
 
@@ -118,15 +119,15 @@ def _case_file(files: Mapping[str, SavedFile], spec: Mapping[str, Any]) -> Saved
 
 
 def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[str, SavedFile], *,
-             limits: Limits | None = None, sandbox: bool | None = None) -> dict[str, dict[str, list[str]]]:
+             limits: Limits | None = None, deadlines: Deadlines | None = None,
+             sandbox: bool | None = None) -> dict[str, dict[str, list[str]]]:
     """Task id -> case id -> problems (empty: passed) for every case of a task with a ``grader_check``.
 
     Only cases whose kernel record is ``ok`` are judged; the others already failed in the kernel.
     The checks run in a confined judge process (:func:`grader.judge.isolated.judge`), all of this
-    notebook's in one (restarted after a case that kills it).
+    notebook's in one (restarted after a case that kills it), each case under ``deadlines.judge``
+    (default: the lab's, :meth:`grader.core.limits.Deadlines.resolve`).
     """
-    from grader.judge.isolated import judge
-
     out: dict[str, dict[str, list[str]]] = {}
     jobs, where, folders = [], [], set()
     for task in lab.tasks:
@@ -152,7 +153,8 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[st
     if jobs:
         if len(folders) != 1:
             raise ValueError("the saved files of one notebook must lie in one folder")
-        for (task_id, case_id), problems in zip(where, judge(jobs, folders.pop(), limits=limits, sandbox=sandbox)):
+        for (task_id, case_id), problems in zip(where, judge(jobs, folders.pop(), limits=limits, sandbox=sandbox,
+                                                                   timeout=(deadlines or Deadlines.resolve(lab, limits)).judge)):
             out[task_id][case_id] = problems
     return out
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from grader.execute.limits import format_size
-from grader.untrusted import Refused, loads, read_bounded
+from grader.core.limits import format_size
+from grader.core.untrusted import Refused, loads, read_bounded
 
 MAX_EXPORT_BYTES = 2 << 20
 """Largest exported answer file the grader reads (the largest reference answer is about 26 KiB)."""
@@ -45,7 +45,7 @@ class Exports:
 
 
 def _case_record(record: Any) -> dict[str, Any] | None:
-    """A hidden-case record in the shape :mod:`grader.score` reads, or ``None``."""
+    """A hidden-case record in the shape :mod:`grader.judge.score` reads, or ``None``."""
     if not isinstance(record, dict) or record.get("status") not in CASE_STATUSES:
         return None
     message = record.get("message")

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from grader.execute import cgroups, disk, launch
-from grader.execute import sandbox as sandboxing
-from grader.execute.limits import Limits, format_size, tasks as task_limit
+from grader.core.limits import Limits, format_size
+from grader.core.limits import tasks as task_limit
+from grader.execute import cgroups, confinement, disk, launch
 from grader.execute.scratch import judge_env
 from grader.execute.watchdog import Watchdog
 
@@ -82,7 +82,7 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
                sandboxed: bool, timeout: int) -> int | None:
     """Judge ``cases[first:]`` in one judge process, filling ``results``; the index of the case it
     stopped on without a verdict (``results`` then holds why), or ``None`` when it judged them all."""
-    owner = launch.student_ids(sandboxed)
+    owner = confinement.student_ids(sandboxed)
     scratch = disk.Scratch.create("judge", disk=JUDGE_DISK, owner=owner, filesystem=False)
     group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
     watchdog = None
@@ -91,7 +91,7 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
     try:
         for name in (disk.TMP, disk.SHM, disk.HOME):
             scratch.folder(name)
-        command = launch.command_prefix(scratch.path, sandboxed=sandboxed, limits=limits,
+        command = launch.command_prefix(scratch.path, sandboxed=sandboxed, ids=owner, limits=limits,
                                          cgroup=group.procs_file if group else None, readable=(files_dir,),
                                          judges=True)
         process = subprocess.Popen(command + [sys.executable, "-c", WORKER.read_text(encoding="utf-8")],
@@ -145,21 +145,21 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
         scratch.remove()
 
 
-def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, limits: Limits | None = None,
-          sandbox: bool | None = None, timeout: int | None = None) -> list[list[str]]:
+def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
+          sandbox: bool | None = None) -> list[list[str]]:
     """Problems per case (empty: passed) for ``cases``, each ``{"check": "module:function", "spec":
     ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
 
-    ``limits`` bounds the judge's memory and processes; ``timeout`` (default ``limits.judge_timeout``)
-    bounds each case; ``sandbox`` forces the sandbox on or off (default: on where it works).
+    ``timeout`` bounds each case (the run's ``Deadlines.judge``); ``limits`` bounds the judge's memory
+    and processes; ``sandbox`` forces the sandbox on or off (default: on where it works).
     """
     limits = limits or Limits()
-    sandboxed = sandboxing.available() if sandbox is None else sandbox
+    sandboxed = confinement.available() if sandbox is None else sandbox
     results: list[list[str] | None] = [None] * len(cases)
     first = 0
     while first < len(cases):
         stopped = _run_judge([dict(c) for c in cases], first, results, files_dir.resolve(), limits=limits,
-                             sandboxed=sandboxed, timeout=timeout or limits.judge_timeout)
+                             sandboxed=sandboxed, timeout=timeout)
         if stopped is None:
             break
         first = stopped + 1

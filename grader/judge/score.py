@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from grader.core.results import ANSWER, GRADER_FAULT, CheckResult, TaskResult
+from grader.core.safe_text import shorten
 from grader.execute.kernel import Execution
 from grader.judge.compare import compare, describe
-from grader.report.results import ANSWER, GRADER_FAULT, CheckResult, TaskResult
-from grader.report.safe_text import shorten
 from util.contract import Lab, Task
-
 
 
 def _why_absent(task: Task, execution: Execution) -> tuple[str, str]:
@@ -38,11 +37,11 @@ def _answer_check(task: Task, expected: Any, answers: Mapping[str, Any], executi
                   reveal: bool = False) -> CheckResult:
     if task.id not in answers:
         status, message = _why_absent(task, execution)
-        return CheckResult(ANSWER, status, 0, task.points, message)
+        return CheckResult(ANSWER, status, 0, task.answer_points, message)
     mismatches = compare(expected, answers[task.id], task.tolerance)
     if not mismatches:
-        return CheckResult(ANSWER, "passed", task.points, task.points, "")
-    return CheckResult(ANSWER, "failed", 0, task.points, describe(mismatches, task.tolerance, reveal=reveal))
+        return CheckResult(ANSWER, "passed", task.answer_points, task.answer_points, "")
+    return CheckResult(ANSWER, "failed", 0, task.answer_points, describe(mismatches, task.tolerance, reveal=reveal))
 
 
 def _case_checks(task: Task, expected: Mapping[str, Any], records: Mapping[str, Any],
@@ -83,7 +82,7 @@ def grader_fault(task: Task, exc: BaseException) -> TaskResult:
     """Every check of ``task`` as an ``error`` the grader caused (``exc``), worth 0 this time."""
     message = (f"{GRADER_FAULT} judge this task ({type(exc).__name__}: {shorten(str(exc), 300)}); it is not your "
                "fault: the instructors have been told, and it will be graded again")
-    checks = [CheckResult(ANSWER, "error", 0, task.points, message)]
+    checks = [CheckResult(ANSWER, "error", 0, task.answer_points, message)]
     checks += [CheckResult(c.id, "error", 0, c.points, message, c.hidden) for c in task.cases]
     return TaskResult(task.id, task.title, tuple(checks))
 

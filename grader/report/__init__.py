@@ -1,6 +1,5 @@
-"""Reporting grades: result dataclasses (``results``), per-student feedback in Markdown and HTML
-(``feedback``), the class built from every stored result (``classbook``) into gradebooks
-(``gradebook``), statistics (``stats``), the class report page (``class_report``) and LMS exports
-(``export``); the instructor's roster, overrides, late policy and remembered settings (``roster``,
-``overrides``, ``late``, ``settings``); and how text and files are written safely (``safe_text``,
-``files``)."""
+"""Reporting grades: per-student feedback in Markdown and HTML (``feedback``), the class built from
+every stored record (``class_folder``) into gradebooks (``gradebook``), statistics (``stats``), the
+class report page (``report_page``) and LMS upload files (``export``, one layout per module of
+``lms/``); the instructor's roster, overrides, late policy and remembered settings (``roster``,
+``overrides``, ``late``, ``settings``). It imports only ``grader.core``."""

@@ -2,10 +2,10 @@
 
 Each task, its points, its status, what happened, what to try; the instructor's changes (manual
 overrides, a late penalty) when there are any. Hidden checks never reveal the expected value (their
-messages are written that way by :mod:`grader.score`); this module only lays the results out.
+messages are written that way by :mod:`grader.judge.score`); this module only lays the results out.
 
 Everything that comes from a submission (messages, notes, names) is escaped for where it goes
-(:mod:`grader.report.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
+(:mod:`grader.core.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
 the grader's own machine (the repository, its scratch folders, the Gradescope layout) are removed
 from what students read: :func:`public`.
 """
@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Iterable
 
-from grader.report import safe_text
-from grader.report.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
+from grader.core import safe_text
+from grader.core.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "

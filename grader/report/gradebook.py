@@ -30,10 +30,10 @@ from typing import Any
 
 from tabulate import tabulate
 
-from grader.report import files, safe_text
+from grader.core import files, safe_text
+from grader.core.results import SubmissionResult
 from grader.report.late import Late
 from grader.report.overrides import Applied
-from grader.report.results import SubmissionResult
 from grader.report.roster import Student
 
 FULL, PARTIAL, ERRORS, UNGRADED, NOT_SUBMITTED = "full marks", "partial", "errors", "ungraded", "not submitted"

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from grader.report import files
+from grader.core import files
 from grader.report.late import Policy, parse_time
 
 FILE = "class.json"

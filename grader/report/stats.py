@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from grader.report import files, safe_text
-from grader.report.results import SubmissionResult
+from grader.core import files, safe_text
+from grader.core.results import SubmissionResult
 
 HEADERS = ["lab", "task", "title", "submissions", "mean", "max", "full marks", "pass rate %",
            "most common failure", "count"]

@@ -7,12 +7,12 @@ import numpy as np
 import onnx
 import pytest
 
+from grader.core.notebook import solution_namespace
 from grader.judge import artifacts
-from util.labs.lab3 import judge
-from grader.notebook import solution_namespace
 from util.artifacts import case_file
-from util.labs.lab3.graphs import gemm_chain_graph, perturbed
 from util.labs import get_lab
+from util.labs.lab3 import judge
+from util.labs.lab3.graphs import gemm_chain_graph, perturbed
 from util.labs.lab3.tasks import NUMBERS
 
 LAB = get_lab("lab3")

@@ -1,9 +1,9 @@
-"""grader.notebook.solution_namespace: the solution's functions, without side effects."""
+"""grader.author.solution.solution_namespace: the solution's functions, without side effects."""
 import os
 
 import pytest
 
-from grader.notebook import solution_namespace
+from grader.author.solution import solution_namespace
 from util.answers import OUTPUT_DIR_ENV
 
 
@@ -17,5 +17,5 @@ def test_runs_setup_cells_and_the_named_tasks_only(tmp_path, monkeypatch):
 
 
 def test_unknown_task_is_a_clear_error():
-    with pytest.raises(KeyError, match="no task 9.9"):
-        solution_namespace("lab2", ("9.9",))
+    with pytest.raises(KeyError, match="no task 900.9"):
+        solution_namespace("lab2", ("900.9",))

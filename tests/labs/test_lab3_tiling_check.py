@@ -4,8 +4,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from util.labs.lab3 import judge, tiling as tc
 from util.contract import Tolerance
+from util.labs.lab3 import judge
+from util.labs.lab3 import tiling as tc
 
 F32 = TensorProto.FLOAT
 TOL = Tolerance(rtol=1e-4, atol=1e-4)

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from grader.author import build
-from grader import notebook
-from util.contract import Mistake
 from grader.author.markers import MarkerError, has_markers, remove_markers, stub_cpp
+from grader.core import notebook
 from grader.execute.scratch import copy_support
+from util.contract import Mistake
+from util.labs import get_lab
 from util.labs.lab4 import cpp_build
 from util.labs.lab4.cpp_analyzer import Analyzer, AnalyzerError, parse_output
 from util.labs.lab4.cpp_build import BuildResult, CppBuildError, trim_compiler_output
-from util.labs import get_lab
 
 LAB = get_lab("lab4")
 TITLES = {t.id: t.title for t in LAB.tasks}
@@ -54,7 +54,7 @@ def test_remove_markers_keeps_the_cpp_solution():
 
 @pytest.mark.parametrize("source, message", [
     (CPP.replace("// Task 4.1: Weight memory (C++)", "// Task 4.1: Weights"), "declaration says 'Weight memory"),
-    (CPP.replace("// Task 4.1: Weight memory (C++)", "// Task 9.9: Other"), "not a task of this lab"),
+    (CPP.replace("// Task 4.1: Weight memory (C++)", "// Task 900.9: Other"), "not a task of this lab"),
     (CPP.replace("// Task 4.1: Weight memory (C++)\n", ""), "no '// Task N.M: <title>' line above"),
     (CPP.replace("  // ### END SOLUTION\n}\n// Task 4.3", "}\n// Task 4.3", 1), "inside the region"),
     (CPP.replace("// ### BEGIN SOLUTION", "// ## BEGIN SOLUTION", 1), "END SOLUTION without a BEGIN"),

@@ -16,9 +16,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from grader.author.build import SOLUTIONS
 from grader.grade.submission import grade_submission
+from util.labs import get_lab
 from util.labs.lab4 import cpp_build
 from util.labs.lab4.cpp_analyzer import Analyzer
-from util.labs import get_lab
 from util.labs.lab4.torchscript import build, export
 
 pytestmark = [pytest.mark.notebook,

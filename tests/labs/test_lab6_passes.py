@@ -14,8 +14,14 @@ import pytest
 
 from util.contract import EXACT
 from util.labs.lab6 import judge, runtime, zoo
-from util.labs.lab6.passes import (CANDIDATES, LEVEL1_RULES, LEVEL1_TRANSFORMERS, LEVEL2_RULES, LEVEL2_TRANSFORMERS,
-                                   ONNXRUNTIME_VERSION)
+from util.labs.lab6.passes import (
+    CANDIDATES,
+    LEVEL1_RULES,
+    LEVEL1_TRANSFORMERS,
+    LEVEL2_RULES,
+    LEVEL2_TRANSFORMERS,
+    ONNXRUNTIME_VERSION,
+)
 
 PINNED = {
     "resnet18": ["ConvBNFusion"],

@@ -5,9 +5,8 @@ import json
 import pytest
 
 from grader.grade.submission import grade_submission
-from util.labs import get_lab
-
 from tests.conftest import REPO
+from util.labs import get_lab
 
 PATCH = """
 import numpy as _np

@@ -9,8 +9,8 @@ import numpy as np
 import onnx
 import pytest
 
+from grader.core.notebook import solution_namespace
 from grader.judge import artifacts
-from grader.notebook import solution_namespace
 from util.artifacts import case_file
 from util.labs import get_lab
 from util.labs.lab7 import graphs, judge

@@ -10,16 +10,23 @@ import numpy as np
 import onnx
 import pytest
 
+from grader.core.notebook import solution_namespace
 from grader.judge import artifacts
-from grader.notebook import solution_namespace
 from util.artifacts import case_file
+from util.contract import Tolerance
 from util.labs import get_lab
 from util.labs.lab8 import judge, tasks, verify
 from util.labs.lab8.graphs import GRAPHS, chain4, graph, random_feeds
 from util.labs.lab8.harness import run_arrays, run_in_plan
-from util.labs.lab8.plans import (course_plan, course_shapes, lifetimes, plan_problems, shapes_and_sizes,
-                                  summarize_plan, tensor_nbytes)
-from util.contract import Tolerance
+from util.labs.lab8.plans import (
+    course_plan,
+    course_shapes,
+    lifetimes,
+    plan_problems,
+    shapes_and_sizes,
+    summarize_plan,
+    tensor_nbytes,
+)
 
 LAB = get_lab("lab8")
 OUTPUTS = Tolerance(rtol=1e-4, atol=1e-5)

@@ -44,18 +44,33 @@ def extra_dirs() -> list[Path]:
     return [Path(p).resolve() for p in os.environ.get(LAB_DIRS_ENV, "").split(os.pathsep) if p and Path(p).is_dir()]
 
 
+class LabClash(ValueError):
+    """Two lab folders take one lab number (``lab9`` and ``lab09`` count as the same)."""
+
+
 def _packages() -> dict[str, str]:
-    """Lab name -> importable package name, in course order (by number)."""
-    found: dict[str, str] = {}
+    """Lab name -> importable package name, in course order (by number).
+
+    Raises :class:`LabClash` when two folders take one number: the course's own (``util/labs/``)
+    and an extra folder's (a test lab, ``$COURSE_LAB_DIRS``) above all, which in-process would
+    otherwise shadow the course's lab and in a spawned worker fail later and further away. Test
+    labs are numbered from 900, outside any course's range (``tests/tinylab.py``)."""
+    found: dict[int, tuple[str, Path]] = {}
     for root in [HERE, *extra_dirs()]:
+        for sub in sorted(root.iterdir()):
+            match = _NAME.fullmatch(sub.name)
+            if not match or not (sub / "tasks.py").is_file():
+                continue
+            number = int(match.group(1))
+            if number in found:
+                kind = "a course lab" if found[number][1].parent == HERE else "another lab"
+                raise LabClash(f"two labs take number {number}: {sub} and {found[number][1]} ({kind}); "
+                               f"give the one in {root} a number no other lab folder has"
+                               + (" (test labs are numbered from 900)" if root != HERE else ""))
+            found[number] = (f"util.labs.{sub.name}" if root == HERE else sub.name, sub)
         if root != HERE and str(root) not in sys.path:
             sys.path.append(str(root))
-        for sub in sorted(root.iterdir()):
-            if _NAME.fullmatch(sub.name) and (sub / "tasks.py").is_file():
-                if sub.name in found:
-                    raise ValueError(f"two labs are called {sub.name}: {found[sub.name]} and {sub}")
-                found[sub.name] = f"util.labs.{sub.name}" if root == HERE else sub.name
-    return dict(sorted(found.items(), key=lambda item: int(_NAME.fullmatch(item[0]).group(1))))
+    return {path.name: package for _, (package, path) in sorted(found.items())}
 
 
 PACKAGES: dict[str, str] = _packages()
@@ -114,7 +129,7 @@ def source_files(lab: Lab) -> list[Path]:
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                    and p.name != "mistakes.py")
     repo = HERE.parent.parent
-    for module in lab.modules:
+    for module in lab.shared_sources:
         path = repo / module
         files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts) if path.is_dir() else [path]
     return list(dict.fromkeys(files))

@@ -147,11 +147,11 @@ CHECKS_1_1 = (
     Check("count_parameters on Linear(3, 2) + BatchNorm1d(2) with the Linear weight frozen",
           lambda f: equal(f(_tiny_frozen()), {"total": 12, "trainable": 6, "non_trainable": 6}, "the result"),
           "the hand count in the notebook: 6 + 2 + 2 + 2 = 12 parameters; BatchNorm's running statistics "
-          "are buffers", function=True),
+          "are buffers", calls_function=True),
     Check("count_parameters on two Linear(3, 3) that share one weight",
           lambda f: equal(f(_tied_linears()), {"total": 15, "trainable": 15, "non_trainable": 0}, "the result"),
           "a shared tensor is one parameter: 9 + 3 + 3 = 15; model.parameters() yields each tensor once",
-          function=True),
+          calls_function=True),
 )
 CHECKS_1_2 = (
     Check("float32 bytes = 4 x GoogLeNet's documented parameter count",
@@ -164,10 +164,10 @@ CHECKS_1_2 = (
     Check("weight_bytes on a float32 Linear(3, 2) followed by a float16 Linear(2, 2)",
           lambda f: equal(f(_mixed_dtypes()), 8 * 4 + 6 * 2, "the result"),
           "each tensor in its own dtype: 8 float32 elements x 4 bytes + 6 float16 elements x 2 bytes = 44",
-          function=True),
+          calls_function=True),
     Check("weight_bytes on two Linear(3, 3) that share one weight",
           lambda f: equal(f(_tied_linears()), 15 * 4, "the result"),
-          "a shared tensor is stored once: 15 float32 parameters x 4 bytes = 60", function=True),
+          "a shared tensor is stored once: 15 float32 parameters x 4 bytes = 60", calls_function=True),
 )
 CHECKS_1_3 = (
     Check("every row has name, type, output_shape, params",
@@ -188,14 +188,14 @@ CHECKS_1_3 = (
                           [{"name": "0", "type": "Conv2d", "output_shape": [1, 4, 6, 6], "params": 112},
                            {"name": "1", "type": "ReLU", "output_shape": [1, 4, 6, 6], "params": 0}], "the result"),
           "a 3x3 kernel without padding shrinks 8 to 6; the conv holds 4 x 3 x 3 x 3 weights + 4 biases",
-          function=True),
+          calls_function=True),
     Check("layer_table on a Linear(4, 4) called twice with a ReLU in between, at 1x4",
           lambda f: equal(f(_linear_twice(), (1, 4)),
                           [{"name": "mix", "type": "Linear", "output_shape": [1, 4], "params": 20},
                            {"name": "act", "type": "ReLU", "output_shape": [1, 4], "params": 0},
                            {"name": "mix", "type": "Linear", "output_shape": [1, 4], "params": 20}], "the result"),
           "one row per call, in call order: a module that runs twice has two rows with the same name, "
-          "each with the parameters it holds", function=True),
+          "each with the parameters it holds", calls_function=True),
 )
 CHECKS_1_4 = (
     Check("own: total = the sum of by_type",
@@ -207,19 +207,19 @@ CHECKS_1_4 = (
     Check("count_macs on Conv2d(3, 8, 3, padding=1) at 1x3x8x8",
           lambda f: equal(_macs(f, _conv(3, 8, 3, padding=1), (1, 3, 8, 8)), 13824, "the total"),
           "8 x 8 x 8 output elements, each a dot product over 3 x 3 x 3 inputs: 13,824 MACs "
-          "(MACs, not FLOPs: do not multiply by 2)", function=True),
+          "(MACs, not FLOPs: do not multiply by 2)", calls_function=True),
     Check("count_macs on Conv2d(4, 8, 3, padding=1, groups=2) at 1x4x8x8",
           lambda f: equal(_macs(f, _conv(4, 8, 3, padding=1, groups=2), (1, 4, 8, 8)), 9216, "the total"),
-          "each output sees only C_in / groups = 2 channels: 512 x 2 x 9 = 9,216", function=True),
+          "each output sees only C_in / groups = 2 channels: 512 x 2 x 9 = 9,216", calls_function=True),
     Check("count_macs on Linear(4, 5) applied to a 2x3x4 input",
           lambda f: equal(f(_linear(4, 5), (2, 3, 4)), {"total": 120, "by_type": {"Linear": 120}}, "the result"),
           "output elements (2 x 3 x 5) x in_features (4); leading dimensions multiply the count",
-          function=True),
+          calls_function=True),
     Check("count_macs on ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2) at 1x8x4x4",
           lambda f: equal(f(_transposed(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2), (1, 8, 4, 4)),
                           {"total": 2304, "by_type": {"ConvTranspose2d": 2304}}, "the result"),
           "a transposed convolution multiplies each INPUT element by C_out / groups x kernel weights: "
-          "128 x 2 x 9 = 2,304 (per output element it would be 256 x 18, twice too many)", function=True),
+          "128 x 2 x 9 = 2,304 (per output element it would be 256 x 18, twice too many)", calls_function=True),
 )
 CHECKS_1_5 = (
     Check("one row per Conv2d that ran (GoogLeNet runs 57)",
@@ -237,10 +237,10 @@ CHECKS_1_5 = (
     Check("conv_activation_summary on a 1x1 conv with weights 2 and -1, on a 1x1x2x2 input of ones",
           _check_constant_conv,
           "outputs 2, 2, 2, 2, -1, -1, -1, -1: mean 0.5, std 1.6036 (unbiased, torch's default), min -1, "
-          "max 2, 8 float32 elements = 32 bytes", function=True),
+          "max 2, 8 float32 elements = 32 bytes", calls_function=True),
     Check("conv_activation_summary on Conv2d(1, 2, 1) then ConvTranspose2d(2, 1, 1): one row, named 0",
           _check_conv_only,
-          "only nn.Conv2d modules count: a ConvTranspose2d is not an nn.Conv2d", function=True),
+          "only nn.Conv2d modules count: a ConvTranspose2d is not an nn.Conv2d", calls_function=True),
 )
 
 

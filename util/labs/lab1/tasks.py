@@ -50,10 +50,11 @@ LAB = Lab(
     name="lab1",
     title="PyTorch model analysis",
     notebook="lab1_pytorch_analysis.ipynb",
-    modules=("util/models.py",),
+    packages=("torch", "torchvision", "torchinfo", "ptflops", "numpy"),
+    shared_sources=("util/models.py",),
     tasks=(
         Task(
-            id="1.1", title="Parameters", points=4,
+            id="1.1", title="Parameters", answer_points=4,
             answer="a dict {'total': int, 'trainable': int, 'non_trainable': int}",
             keys=("total", "trainable", "non_trainable"),
             function="count_parameters", run_case=_call_model,
@@ -65,7 +66,7 @@ LAB = Lab(
             checks=CHECKS["1.1"],
         ),
         Task(
-            id="1.2", title="Weight memory", points=4,
+            id="1.2", title="Weight memory", answer_points=4,
             answer="a dict of weight bytes per dtype {'float32': int, 'float16': int, 'bfloat16': int}",
             keys=("float32", "float16", "bfloat16"),
             function="weight_bytes", run_case=_call_model,
@@ -77,7 +78,7 @@ LAB = Lab(
             checks=CHECKS["1.2"],
         ),
         Task(
-            id="1.3", title="Layer summary (torchinfo)", points=6,
+            id="1.3", title="Layer summary (torchinfo)", answer_points=6,
             answer="a list of rows {'name', 'type', 'output_shape', 'params'}, one per call of a leaf layer",
             function="layer_table", run_case=_call_model_shape,
             cases=(
@@ -88,7 +89,7 @@ LAB = Lab(
             checks=CHECKS["1.3"],
         ),
         Task(
-            id="1.4", title="MACs", points=10,
+            id="1.4", title="MACs", answer_points=10,
             answer="a dict {'ptflops': {...}, 'own': {...}, 'tools': {...}}",
             keys=("ptflops", "own", "tools"),
             function="count_macs", run_case=_call_model_shape,
@@ -103,7 +104,7 @@ LAB = Lab(
             checks=CHECKS["1.4"],
         ),
         Task(
-            id="1.5", title="Conv activations (forward hooks)", points=7,
+            id="1.5", title="Conv activations (forward hooks)", answer_points=7,
             answer="a dict {'layers': [rows {'name','shape','mean','std','min','max','bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"), tolerance=STATS,
             function="conv_activation_summary", run_case=_call_model_input,

@@ -118,7 +118,7 @@ CHECKS_2_1 = (
           lambda a: equal(list(a), sorted(a), "the keys"), "a dict keeps insertion order: insert the keys sorted"),
     Check("operator_counts on the toy graph",
           lambda f: equal(f(_toy()), {"Concat": 1, "MatMul": 1, "Relu": 1}, "the result"),
-          "one node each", function=True),
+          "one node each", calls_function=True),
 )
 CHECKS_2_2 = (
     Check("each entry is under its node's name",
@@ -139,11 +139,11 @@ CHECKS_2_2 = (
                                       {"name": "x", "shape": [1, 4], "dtype": "float32", "bytes": 16}],
                            "outputs": [{"name": "y", "shape": [1, 12], "dtype": "float32", "bytes": 48}],
                            "attributes": {"axis": 1}}, "the result"),
-          "the notebook's expected output for the toy", function=True),
+          "the notebook's expected output for the toy", calls_function=True),
     Check("inspect_node on a Reshape whose shape input is an int64 tensor [2]",
           lambda f: equal(f(_reshape_toy(), _reshape_toy().graph.node[0])["inputs"][1],
                           {"name": "shape", "shape": [2], "dtype": "int64", "bytes": 16}, "the shape input"),
-          "int64 takes 8 bytes per element: ask the numpy dtype for its itemsize", function=True),
+          "int64 takes 8 bytes per element: ask the numpy dtype for its itemsize", calls_function=True),
 )
 CHECKS_2_3 = (
     Check("one row per node (222)",
@@ -162,7 +162,7 @@ CHECKS_2_3 = (
                                         {"node": "concat", "op_type": "Concat", "read": 48, "written": 48}],
                            "peak_node": "matmul", "peak_bytes": 176, "written_bytes": 112, "total_bytes": 336},
                           "the result"),
-          "a node reads every input in full, weights included (W: 128 bytes)", function=True),
+          "a node reads every input in full, weights included (W: 128 bytes)", calls_function=True),
     Check("bandwidth_report on the second toy (a Constant, m + m, an unused int64 Shape)",
           lambda f: equal(f(_toy2(), _sizes(_toy2())),
                           {"per_node": [{"node": "const", "op_type": "Constant", "read": 0, "written": 4},
@@ -173,7 +173,7 @@ CHECKS_2_3 = (
                            "peak_node": "double", "peak_bytes": 48, "written_bytes": 68, "total_bytes": 152},
                           "the result"),
           "a name in two input slots is read twice (m + m reads 32 bytes); a Constant reads nothing and "
-          "writes its value; Shape writes int64 (8 bytes per element)", function=True),
+          "writes its value; Shape writes int64 (8 bytes per element)", calls_function=True),
 )
 CHECKS_2_4 = (
     Check("one row per node (222)",
@@ -186,7 +186,7 @@ CHECKS_2_4 = (
                           {"per_node": [{"node": "matmul", "live_bytes": 48}, {"node": "relu", "live_bytes": 80},
                                         {"node": "concat", "live_bytes": 96}],
                            "peak_node": "concat", "peak_bytes": 96}, "the result"),
-          "x stays live until its last consumer (concat); weights do not count", function=True),
+          "x stays live until its last consumer (concat); weights do not count", calls_function=True),
     Check("live_memory on the second toy (a Constant, a graph output read again, an unused tensor)",
           lambda f: equal(f(_toy2(), _sizes(_toy2())),
                           {"per_node": [{"node": "const", "live_bytes": 20}, {"node": "scale", "live_bytes": 36},
@@ -194,7 +194,7 @@ CHECKS_2_4 = (
                                         {"node": "relu", "live_bytes": 48}],
                            "peak_node": "shape", "peak_bytes": 48}, "the result"),
           "Constant outputs count; a graph output (y) stays live to the last step; a tensor nothing reads "
-          "(s) is live only at its producer's step; on a tie the first step is the peak", function=True),
+          "(s) is live only at its producer's step; on a tie the first step is the peak", calls_function=True),
 )
 CHECKS_2_5 = (
     Check("one point per MobileNetV2 node (222)",
@@ -202,7 +202,7 @@ CHECKS_2_5 = (
     Check("plot_schedule on three points",
           lambda f: equal(_plot(f, ["a", "b", "c"], [1, 5, 2], "three points"),
                           {"points": 3, "peak_index": 1, "peak_label": "b", "peak_value": 5}, "the result"),
-          "read the number of points back from the line you drew", function=True),
+          "read the number of points back from the line you drew", calls_function=True),
 )
 
 

@@ -75,10 +75,11 @@ LAB = Lab(
     prepare="util.labs.lab2.tasks:prepare",
     title="ONNX model analysis",
     notebook="lab2_onnx_analysis.ipynb",
-    modules=("util/onnx_models.py", "util/models.py"),
+    packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
+    shared_sources=("util/onnx_models.py", "util/models.py"),
     tasks=(
         Task(
-            id="2.1", title="Operator counts", points=4,
+            id="2.1", title="Operator counts", answer_points=4,
             answer="a dict {op_type: number of nodes}, e.g. {'Add': 10, 'BatchNormalization': 52, ...}",
             function="operator_counts", run_case=_call_model,
             cases=(
@@ -88,7 +89,7 @@ LAB = Lab(
             checks=CHECKS["2.1"],
         ),
         Task(
-            id="2.2", title="Node inspector", points=10,
+            id="2.2", title="Node inspector", answer_points=10,
             answer="a dict {node name: {'name', 'op_type', 'inputs', 'outputs', 'attributes'}}",
             tolerance=ATTRIBUTES,
             function="inspect_node", run_case=_call_nodes,
@@ -99,7 +100,7 @@ LAB = Lab(
             checks=CHECKS["2.2"],
         ),
         Task(
-            id="2.3", title="Memory bandwidth per node", points=9,
+            id="2.3", title="Memory bandwidth per node", answer_points=9,
             answer="a dict {'per_node': [rows {'node','op_type','read','written'}], 'peak_node': str, "
                    "'peak_bytes': int, 'written_bytes': int, 'total_bytes': int}",
             keys=("per_node", "peak_node", "peak_bytes", "written_bytes", "total_bytes"),
@@ -111,7 +112,7 @@ LAB = Lab(
             checks=CHECKS["2.3"],
         ),
         Task(
-            id="2.4", title="Peak live activation memory", points=10,
+            id="2.4", title="Peak live activation memory", answer_points=10,
             answer="a dict {'per_node': [rows {'node','live_bytes'}], 'peak_node': str, 'peak_bytes': int}",
             keys=("per_node", "peak_node", "peak_bytes"),
             function="live_memory", run_case=_call_sizes,
@@ -122,7 +123,7 @@ LAB = Lab(
             checks=CHECKS["2.4"],
         ),
         Task(
-            id="2.5", title="Schedule plot", points=1,
+            id="2.5", title="Schedule plot", answer_points=1,
             answer="a dict {'points': int, 'peak_index': int, 'peak_label': str, 'peak_value': int}",
             keys=("points", "peak_index", "peak_label", "peak_value"),
             function="plot_schedule", run_case=_call_series,

@@ -172,7 +172,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "one Gemm node; set ir_version to 8 (onnx 1.23 writes a version onnxruntime refuses)"),
         Check("gemm_model(4, 3, 2, trans_a=True, alpha=0.5, beta=2.0) computes alpha * A.T @ B + beta * C",
               _gemm_check, "pass alpha, beta, transA and transB as the Gemm's attributes; A is K x M when "
-              "transposed", function=True),
+              "transposed", calls_function=True),
     ),
     "3.2": (
         Check("no Gemm; 2 x 2 x 4 = 16 MatMuls, each within (16, 32, 32)", _summary((16, 32, 32), gemms=0, matmuls=16),
@@ -180,14 +180,14 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("tiled_gemm_model(5, 7, 3, (2, 3, 2), trans_b=True, alpha=-1.0, beta=0.5): 18 MatMuls within "
               "the bounds, the Gemm's result", _tiled_check,
               "3 x 3 x 2 tiles, the last ones partial (5 = 2 + 2 + 1); sum over K before concatenating",
-              function=True),
+              calls_function=True),
     ),
     "3.3": (
         Check("AlexNet: no Gemm left, every MatMul within (64, 64, 64), a valid model",
               _summary((64, 64, 64), gemms=0), "replace every Gemm, keep the other nodes in order"),
         Check("replace_gemms on a one-Gemm model (a 3 x 10 input, W 6 x 10 transposed) with bounds (2, 4, 4)",
               lambda fn: _replaced(fn, (2, 4, 4)),
-              "read M, K, N from the shapes of the Gemm's inputs; the result must equal the original", function=True),
+              "read M, K, N from the shapes of the Gemm's inputs; the result must equal the original", calls_function=True),
     ),
     "3.4": (
         Check("max_abs_diff is a float >= 0 and agree a bool",
@@ -195,7 +195,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               and a["max_abs_diff"] >= 0 else f"found {a!r}", "return float(...) and bool(...)"),
         Check("equivalence_report: a model against itself agrees exactly; one bias element moved by 0.5 does not",
               _equivalence_check, "compare every output with np.allclose(rtol, atol); report the largest "
-              "absolute difference", function=True),
+              "absolute difference", calls_function=True),
     ),
     "3.5": (
         Check("the saved file holds the whole chain and netron served it",
@@ -209,6 +209,6 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "pre-tile the weight into one initializer and use one batched MatMul per Gemm"),
         Check("replace_gemms_batched on a one-Gemm model with bounds (2, 4, 4): few nodes, within the bounds, "
               "the same output", lambda fn: _replaced(fn, (2, 4, 4), max_extra_nodes=15),
-              "the bounds hold per batch slice of the MatMul: its last two dimensions", function=True),
+              "the bounds hold per batch slice of the MatMul: its last two dimensions", calls_function=True),
     ),
 }

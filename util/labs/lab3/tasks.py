@@ -105,10 +105,11 @@ LAB = Lab(
     prepare="util.labs.lab3.tasks:prepare",
     title="ONNX GEMM tiling",
     notebook="lab3_gemm_tiling.ipynb",
-    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
+    shared_sources=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
-            id="3.1", title="A single Gemm", points=2,
+            id="3.1", title="A single Gemm", answer_points=2,
             answer="summarize(gemm_model(32, 64, 128, trans_b=True, alpha=0.5)): the dict summarize returns",
             tolerance=NUMBERS, function="gemm_model", run_case=_call_gemm, grader_check=f"{CHECKS}:check_gemm",
             checks=PUBLIC["3.1"],
@@ -121,7 +122,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="3.2", title="Tiled Gemm subgraph", points=4,
+            id="3.2", title="Tiled Gemm subgraph", answer_points=4,
             answer="summarize(tiled_gemm_model(32, 64, 128, (16, 32, 32))): the dict summarize returns",
             tolerance=NUMBERS, function="tiled_gemm_model", run_case=_call_tiled,
             grader_check=f"{CHECKS}:check_tiled",
@@ -140,7 +141,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="3.3", title="Every Gemm of AlexNet tiled", points=4,
+            id="3.3", title="Every Gemm of AlexNet tiled", answer_points=4,
             answer="summarize(replace_gemms(alexnet, (64, 64, 64)))",
             tolerance=NUMBERS, function="replace_gemms", run_case=_call_model, grader_check=f"{CHECKS}:check_model",
             checks=PUBLIC["3.3"],
@@ -151,7 +152,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="3.4", title="Equivalence with onnxruntime", points=2,
+            id="3.4", title="Equivalence with onnxruntime", answer_points=2,
             answer="a dict {'max_abs_diff': float, 'agree': bool} from equivalence_report",
             keys=("max_abs_diff", "agree"), tolerance=REPORT,
             function="equivalence_report", run_case=_call_equivalence,
@@ -164,7 +165,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="3.5", title="Netron", points=2,
+            id="3.5", title="Netron", answer_points=2,
             answer="a dict {'file': str, 'saved_nodes': int, 'serving': bool}",
             keys=("file", "saved_nodes", "serving"),
             function="show_in_netron", run_case=_call_netron,
@@ -172,7 +173,7 @@ LAB = Lab(
             cases=(Case("tiny_shape_graph", {"file": "hidden_tiny.onnx"}, 3),),
         ),
         Task(
-            id="3.6", title="Efficient tiled layout", points=3,
+            id="3.6", title="Efficient tiled layout", answer_points=3,
             answer="a dict {'gemms': int, 'within_bounds': bool, 'nodes_per_gemm_at_most_16': bool}",
             keys=("gemms", "within_bounds", "nodes_per_gemm_at_most_16"),
             tolerance=NUMBERS, function="replace_gemms_batched", run_case=_call_model,

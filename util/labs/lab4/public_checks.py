@@ -103,7 +103,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "trace the model in eval mode on a zero input and save the traced module (not torch.save)"),
         Check("export_torchscript on a small conv net: the file loads and computes the same", _export_check,
               "trace (not script) on an input of input_shape, then save with the traced module's own save "
-              "method: torch.save pickles Python objects that torch.jit.load cannot read", function=True),
+              "method: torch.save pickles Python objects that torch.jit.load cannot read", calls_function=True),
     ),
     "4.1": (
         Check("parameters = GoogLeNet's documented count; bytes = 4 x parameters (float32)",
@@ -114,12 +114,12 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               lambda fn: equal(_analyze_small(fn, "weights"), {"tensors": 4, "parameters": 168, "bytes": 672},
                                "the weights"),
               "conv 8 x (4 / 2) x 3 x 3 + 8 bias, BatchNorm 8 weight + 8 bias; running_mean, running_var and "
-              "num_batches_tracked are buffers", function=True),
+              "num_batches_tracked are buffers", calls_function=True),
         Check("analyzer on two Linear(3, 3) that share one weight: 3 tensors, 15 parameters, 60 bytes",
               lambda fn: equal(_analyze_small(fn, "weights", "tied", (1, 3)),
                                {"tensors": 3, "parameters": 15, "bytes": 60}, "the weights"),
               "named_parameters() lists the shared weight under both modules; it is one tensor, stored once: "
-              "count each TensorImpl once (9 + 3 + 3 = 15 parameters)", function=True),
+              "count each TensorImpl once (9 + 3 + 3 = 15 parameters)", calls_function=True),
     ),
     "4.2": (
         Check("each row's bytes = elements x element_size",
@@ -136,7 +136,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                                 for r in _analyze_small(fn, "activations")["layers"]],
                                [{"name": "0.0", "type": "Conv2d", "shape": [1, 8, 8, 8], "bytes": 2048},
                                 {"name": "0.1", "type": "ReLU", "shape": [1, 8, 8, 8], "bytes": 2048}], "the rows"),
-              "one row per leaf-module call, however deep it is nested, named by its full path", function=True),
+              "one row per leaf-module call, however deep it is nested, named by its full path", calls_function=True),
     ),
     "4.3": (
         Check("total = the sum of by_kind = the sum of the nodes", _macs_consistent,
@@ -148,11 +148,11 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("analyzer on Conv2d(4, 8, 3, padding=1, groups=2) + Linear(512, 10) at 1x4x8x8: 9,216 + 5,120 MACs",
               lambda fn: equal(_analyze_small(fn, "macs")["total"], 9216 + 5120, "total"),
               "the grouped conv sees C_in / groups = 2 channels: 512 x 2 x 9 = 9,216 (lab 1's hand count)",
-              function=True),
+              calls_function=True),
         Check("analyzer on ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1, groups=2) at 1x8x4x4: "
               "2,304 MACs",
               lambda fn: equal(_analyze_small(fn, "macs", "transposed", (1, 8, 4, 4))["total"], 2304, "total"),
               "aten::_convolution with transposed = true: each INPUT element meets C_out / groups x kernel "
-              "weights, 128 x 2 x 9 = 2,304 (lab 1's hand count)", function=True),
+              "weights, 128 x 2 x 9 = 2,304 (lab 1's hand count)", calls_function=True),
     ),
 }

@@ -68,14 +68,15 @@ LAB = Lab(
     prepare="util.labs.lab4.tasks:prepare",
     title="libtorch C++ model analysis",
     notebook="lab4_libtorch/lab4_libtorch.ipynb",
+    packages=("torch", "torchvision", "numpy"),
     support=("cpp",),
     requires=("g++", "cmake", "make"),
     cell_timeout=300,
     notebook_timeout=600,
-    modules=("util/models.py", *(f"solutions/{path}" for path in CPP)),
+    shared_sources=("util/models.py", *(f"solutions/{path}" for path in CPP)),
     tasks=(
         Task(
-            id="4.0", title="TorchScript export", points=6,
+            id="4.0", title="TorchScript export", answer_points=6,
             answer="a dict {'parameters', 'leaf_modules', 'output_shape', 'matches_eager'} "
                    "(util.labs.lab4.torchscript.describe of the file you saved)",
             keys=("parameters", "leaf_modules", "output_shape", "matches_eager"),
@@ -87,14 +88,14 @@ LAB = Lab(
             checks=CHECKS["4.0"],
         ),
         Task(
-            id="4.1", title="Weight memory (C++)", points=3,
+            id="4.1", title="Weight memory (C++)", answer_points=3,
             answer="the analyzer's 'weights' JSON: {'tensors': int, 'parameters': int, 'bytes': int}",
             keys=("tensors", "parameters", "bytes"),
             function="analyzer", run_case=_analyze("weights"), cases=_cpp_cases(3),
             checks=CHECKS["4.1"],
         ),
         Task(
-            id="4.2", title="Activation memory (C++)", points=11,
+            id="4.2", title="Activation memory (C++)", answer_points=11,
             answer="the analyzer's 'activations' JSON: {'layers': [rows {'name','type','shape','element_size',"
                    "'bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"),
@@ -102,7 +103,7 @@ LAB = Lab(
             checks=CHECKS["4.2"],
         ),
         Task(
-            id="4.3", title="MACs (C++)", points=16,
+            id="4.3", title="MACs (C++)", answer_points=16,
             answer="the analyzer's 'macs' JSON: {'nodes': [rows {'module','kind','macs'}], 'by_kind': {...}, "
                    "'total': int}",
             keys=("nodes", "by_kind", "total"),

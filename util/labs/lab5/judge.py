@@ -114,10 +114,9 @@ def _batchnorms(gm) -> list[str]:
 def check_fold_model(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list[str]:
     """Task 5.2: the right BatchNorms folded, each folded conv within 1e-5 of a float64 fold, output within 1e-4."""
     import torch
+    from torch.fx.experimental.optimization import fuse
 
     from util.labs.lab5.nets import seeded_input
-
-    from torch.fx.experimental.optimization import fuse
 
     arrays = _arrays(data)
     model, traced = _original(spec["model"])
@@ -167,10 +166,9 @@ def check_records(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list[
     """Task 5.3: every saved record is the value of the node it names (or the output), within 1e-4."""
     import torch
     import torch.fx as fx
+    from torch.fx.experimental.optimization import fuse
 
     from util.labs.lab5.nets import seeded_input
-
-    from torch.fx.experimental.optimization import fuse
 
     arrays = _arrays(data)
     model, traced = _original(spec["model"])

@@ -208,14 +208,14 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "5.1": (
         Check("hand count: weight 2, BN mean 1, var 3, eps 1, gamma 4, beta 5 -> weight 4, bias 3",
               lambda fn: _folded_numbers(fn), "scale = gamma / sqrt(var + eps) with the BN's own eps; "
-              "weight * scale; bias = beta + (conv bias - mean) * scale", function=True),
+              "weight * scale; bias = beta + (conv bias - mean) * scale", calls_function=True),
         Check("hand count: the same with a conv bias of 1 -> bias 5", lambda fn: _folded_numbers(fn, conv_bias=1.0),
-              "the conv's own bias goes through the BN too: (b - mean) * scale + beta", function=True),
+              "the conv's own bias goes through the BN too: (b - mean) * scale + beta", calls_function=True),
         Check("hand count: the same with BN(affine=False) -> weight 1, bias -0.5",
               lambda fn: _folded_numbers(fn, affine=False),
-              "affine=False means gamma = 1 and beta = 0 (bn.weight and bn.bias are None)", function=True),
+              "affine=False means gamma = 1 and beta = 0 (bn.weight and bn.bias are None)", calls_function=True),
         Check("stride, padding, dilation, groups, padding mode and kernel size kept", _geometry_kept,
-              "build the new Conv2d with every argument of the old one, and bias=True", function=True),
+              "build the new Conv2d with every argument of the old one, and bias=True", calls_function=True),
         Check("ResNet-18's conv1: 64x3x7x7, stride 2, padding 3, now with a bias, float32",
               lambda a: equal({k: a[k] for k in RESNET18_CONV1}, RESNET18_CONV1, "the summary"),
               "describe_conv of the folded conv1; the fold adds a bias"),
@@ -233,10 +233,10 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "compare gm(x) with resnet(x), both float32, with the measure of task 5.4"),
         Check("conv -> bn -> relu: the BatchNorm folds, the output is unchanged, the input model is untouched",
               lambda fn: _fold_small(fn, shared=False), "fold into a copy: copy.deepcopy(model) first",
-              function=True),
+              calls_function=True),
         Check("conv whose output feeds the BatchNorm and an add: the BatchNorm stays",
               lambda fn: _fold_small(fn, shared=True),
-              "fold only when the conv's node has exactly one user (len(node.users) == 1)", function=True),
+              "fold only when the conv's node has exactly one user (len(node.users) == 1)", calls_function=True),
     ),
     "5.3": (
         Check("ResNet-18: 8 breakpoints (layer1_0_relu_1 first), then 'output' of shape 8x10",
@@ -248,12 +248,12 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("record on relu(conv(x) + x) then F.relu(torch.add(conv(x), x)) then relu(2x): "
               "records relu, relu_1 and output", _record_small,
               "match ReLU modules and F.relu / torch.relu whose input is an add of two nodes; "
-              "keep a clone of each tensor", function=True),
+              "keep a clone of each tensor", calls_function=True),
     ),
     "5.4": (
         Check("hand pair: x = [1, 2, 3, 4] vs [1, 2.5, 3, 3]; [0.5, -1] vs an all-zero reference",
               _compare_hand, "max_abs 1, mean_abs 0.375, max_rel 1 / 3; with an all-zero reference "
-              "max_rel = max_abs", function=True),
+              "max_rel = max_abs", calls_function=True),
         Check("one row per record: block1 (200 elements), block2 (144), output (20)",
               lambda a: equal([[r["name"], r["elements"]] for r in a],
                               [["block1", 200], ["block2", 144], ["output", 20]], "[name, elements]"),
@@ -277,9 +277,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     ),
     "5.6": (
         Check("AvgPool2d(3, 1, 1, count_include_pad=False) -> None", _avg_none,
-              "with padding and count_include_pad=False the border windows divide by fewer than 9", function=True),
+              "with padding and count_include_pad=False the border windows divide by fewer than 9", calls_function=True),
         Check("AvgPool2d(3, 1, 1) -> a depthwise conv equal to pool(x) + pool(x)", _avg_include_pad,
-              "groups = channels, weight 2 / 9, the pool's stride and padding, no bias", function=True),
+              "groups = channels, weight 2 / 9, the pool's stride and padding, no bias", calls_function=True),
         Check("the forced substitution is visibly wrong at the borders (error above 0.1)",
               lambda a: at_least(a["forced_border_error"], 0.1, "forced_border_error"),
               "compare the count_include_pad=True conv with pool(x) + pool(x) for count_include_pad=False"),
@@ -287,9 +287,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     "5.7": (
         Check("hand pair: 1x1 weights 2 (bias 1) and 3 (no bias) -> weight [2, 3], bias [1]", _merge_hand,
               "concatenate the weights along the input channels (dim 1); add the biases, a missing one is 0",
-              function=True),
+              calls_function=True),
         Check("strides 1 and 2 -> None", _merge_strides,
               "merge only convolutions with the same geometry (out channels, kernel, stride, padding, dilation, "
-              "padding mode) and groups = 1", function=True),
+              "padding mode) and groups = 1", calls_function=True),
     ),
 }

@@ -145,10 +145,11 @@ LAB = Lab(
     name=LAB_NAME,
     title="Graph substitutions and their floating-point differences",
     notebook="lab5_graph_substitutions.ipynb",
-    modules=("util/models.py", "util/artifacts.py"),
+    packages=("torch", "torchvision", "numpy"),
+    shared_sources=("util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
-            id="5.1", title="Fold one Conv+BN", points=3,
+            id="5.1", title="Fold one Conv+BN", answer_points=3,
             answer="describe_conv(fold_conv_bn(resnet.conv1, resnet.bn1))", keys=CONV_SUMMARY, tolerance=SUMS,
             function="fold_conv_bn", run_case=_call_fold_conv, grader_check=f"{JUDGE}:check_fold_conv",
             checks=PUBLIC["5.1"],
@@ -164,7 +165,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.2", title="Fold a whole model", points=4,
+            id="5.2", title="Fold a whole model", answer_points=4,
             answer="counts before and after fold_model(resnet), log10 of the output's max relative difference",
             keys=("bn_before", "bn_after", "conv", "nodes_before", "nodes_after", "output_log10_max_rel"),
             tolerance=LOG10, function="fold_model", run_case=_call_fold_model,
@@ -179,7 +180,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.3", title="Breakpoints and records", points=3,
+            id="5.3", title="Breakpoints and records", answer_points=3,
             answer="{'names': record(gm, x)'s keys in order, 'shapes': {name: shape}} for ResNet-18",
             keys=("names", "shapes"), function="record", run_case=_call_record,
             grader_check=f"{JUDGE}:check_records", checks=PUBLIC["5.3"],
@@ -192,7 +193,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.4", title="Compare records", points=4,
+            id="5.4", title="Compare records", answer_points=4,
             answer="compare_records(a, b) on the notebook's synthetic pair: a list of row dicts",
             tolerance=TABLE, function="compare_records", run_case=_call_compare, checks=PUBLIC["5.4"],
             cases=(
@@ -201,14 +202,14 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.5", title="Error budget across dtypes", points=10,
+            id="5.5", title="Error budget across dtypes", answer_points=10,
             answer="error_table(resnet, x): five log10 values and an int", keys=ERROR_TABLE, tolerance=LOG10,
             function="error_table", run_case=_call_error_table, checks=PUBLIC["5.5"],
             cases=(Case("course net with a shared conv output, 8x3x32x32",
                         {"model": "tiny_shared", "input": [8, 3, 32, 32], "seed": 5}, 10),),
         ),
         Task(
-            id="5.6", title="AvgAdd: valid only sometimes", points=2,
+            id="5.6", title="AvgAdd: valid only sometimes", answer_points=2,
             answer="{'include_pad': describe_conv(...), 'exclude_pad_is_none': bool, 'forced_border_error': float}",
             keys=("include_pad", "exclude_pad_is_none", "forced_border_error"), tolerance=SUMS,
             function="avg_add_to_conv", run_case=_call_avg_add, grader_check=f"{JUDGE}:check_avg_add",
@@ -228,7 +229,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.7", title="ConvAdd: merging two convolutions", points=2,
+            id="5.7", title="ConvAdd: merging two convolutions", answer_points=2,
             answer="describe_conv(merge_conv_add(first, second)) for the notebook's pair", keys=CONV_SUMMARY,
             tolerance=SUMS, function="merge_conv_add", run_case=_call_conv_add,
             grader_check=f"{JUDGE}:check_conv_add", checks=PUBLIC["5.7"],

@@ -169,11 +169,11 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "compare each level's output with the DISABLE_ALL session's; ops is {op_type: count}"),
         Check("level_report(conv_bn): BASIC folds the BatchNorm into the Conv (2 nodes -> 1), not bitwise",
               _conv_bn_levels, "bitwise means identical bytes; relmax_log10 is log10 of max|d| / max|ref|",
-              function=True),
+              calls_function=True),
     ),
     "6.2": (
         Check("error_metrics on the hand pair out = [1, 1e-3, -2.5, 4], ref = [1, 0, -2, 4], and on two equal arrays",
-              _metrics_hand_pair, "in float64; where ref is 0 the MRE term is |d| itself", function=True),
+              _metrics_hand_pair, "in float64; where ref is 0 the MRE term is |d| itself", calls_function=True),
     ),
     "6.3": (
         Check("who_is_wrong: three log10 errors on the random input, three bools on the bad one",
@@ -181,19 +181,19 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "relmax_log10 of each pair; the bools compare those values with the stated thresholds"),
         Check("search_input on ln_linear in [-8, 8] (budget 50) beats 100x the median of 20 random inputs",
               _search_ln_linear, "uniform random inputs are all well conditioned: make rows whose values sit "
-              "close together far from 0", function=True),
+              "close together far from 0", calls_function=True),
     ),
     "6.4": (
         Check("ResNet-18 BASIC: 69 tensors in the unoptimised graph, a divergent tensor found", _trace_answer,
               "every output of every node of the model you were given, in node order"),
         Check("trace(conv_bn, 'BASIC'): 2 tensors, only y matches, y diverges (produced by Conv); with "
               "ConvBNFusion disabled both match and none diverges", _trace_conv_bn,
-              "match tensors by name; compare bytes; producer_op comes from the optimised graph", function=True),
+              "match tensors by name; compare bytes; producer_op comes from the optimised graph", calls_function=True),
     ),
     "6.5": (
         Check("the answer is a list of candidate names", _names_are_candidates, "names from CANDIDATES only"),
         Check("isolate_passes: ['ConvBNFusion'] on conv_bn; a sufficient, 1-minimal set on layer_norm",
               _isolate_toys, "disabling passes one at a time finds nothing when two passes back each other up",
-              function=True),
+              calls_function=True),
     ),
 }

@@ -87,11 +87,12 @@ LAB = Lab(
     name=LAB_NAME,
     title="Compiler-introduced numerical errors",
     notebook="lab6_compiler_errors.ipynb",
+    packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab6.tasks:prepare",
-    modules=("util/models.py", "util/onnx_models.py", "util/artifacts.py", "util/export_cache.py"),
+    shared_sources=("util/models.py", "util/onnx_models.py", "util/artifacts.py", "util/export_cache.py"),
     tasks=(
         Task(
-            id="6.1", title="Optimisation levels", points=5,
+            id="6.1", title="Optimisation levels", answer_points=5,
             answer="level_report(resnet, resnet_feeds): {level: {'nodes', 'ops', 'bitwise', 'relmax_log10'}} "
                    "for DISABLE_ALL, BASIC and EXTENDED",
             keys=("DISABLE_ALL", "BASIC", "EXTENDED"), tolerance=LOG10,
@@ -100,7 +101,7 @@ LAB = Lab(
                    Case("ln_first", _model("ln_first", 12), 5)),
         ),
         Task(
-            id="6.2", title="Error metrics", points=4,
+            id="6.2", title="Error metrics", answer_points=4,
             answer="error_metrics(out, ref) on the stated pair: {'bitwise', 'max_abs', 'relmax', 'mre'}",
             keys=("bitwise", "max_abs", "relmax", "mre"), tolerance=METRICS,
             function="error_metrics", run_case=_metrics, checks=PUBLIC["6.2"],
@@ -114,7 +115,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="6.3", title="Error-maximising input search", points=5,
+            id="6.3", title="Error-maximising input search", answer_points=5,
             answer="{'random': who_is_wrong(ln_linear, random feeds), 'bad': {'unopt_wrong', 'opt_wrong', "
                    "'optimisation_to_blame'} at the stated ill-conditioned input}",
             keys=("random", "bad"), tolerance=LOG10,
@@ -124,7 +125,7 @@ LAB = Lab(
                    Case("ln_narrow in [-1, 1]", _model("ln_narrow", 33, low=-1.0, high=1.0, budget=50), 5)),
         ),
         Task(
-            id="6.4", title="Trace the first divergence", points=4,
+            id="6.4", title="Trace the first divergence", answer_points=4,
             answer="trace(resnet, resnet_feeds, 'BASIC'): {'tensors_unopt', 'matched', 'first_divergent', "
                    "'producer_op'}",
             keys=("tensors_unopt", "matched", "first_divergent", "producer_op"), tolerance=EXACT,
@@ -136,7 +137,7 @@ LAB = Lab(
                    Case("conv_add EXTENDED", _model("conv_add", 44, level="EXTENDED", disabled=[]), 4)),
         ),
         Task(
-            id="6.5", title="Isolate the pass", points=7,
+            id="6.5", title="Isolate the pass", answer_points=7,
             answer="isolate_passes(resnet, resnet_feeds, CANDIDATES): a list of pass names",
             tolerance=EXACT, function="isolate_passes", run_case=_isolate,
             grader_check=f"{JUDGE}:check_isolation", checks=PUBLIC["6.5"],

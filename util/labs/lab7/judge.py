@@ -31,8 +31,8 @@ def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None)
     import onnx
     from onnx import TensorProto
 
-    from util.labs.lab7.judge_emulator import emulate
     from util.labs.lab7.graphs import build, feeds_for
+    from util.labs.lab7.judge_emulator import emulate
     from util.labs.lab7.summary import run, session
 
     try:
@@ -75,8 +75,8 @@ def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None)
 def check_emulated(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) -> list[str]:
     """Task 7.4: the saved outputs equal the course emulator's (inf/NaN in the same places, values within 1e-4)."""
     from util.artifacts import load_arrays
-    from util.labs.lab7.judge_emulator import emulate
     from util.labs.lab7.graphs import all_fp16, build, feeds_for
+    from util.labs.lab7.judge_emulator import emulate
 
     try:
         arrays = load_arrays(data)
@@ -110,8 +110,8 @@ def check_emulated(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) 
 
 def check_fp32_list(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) -> list[str]:
     """Task 7.5: the fp32 list is sufficient and 1-minimal under the course emulator."""
-    from util.labs.lab7.judge_emulator import close, emulate_assignment
     from util.labs.lab7.graphs import build, feeds_for
+    from util.labs.lab7.judge_emulator import close, emulate_assignment
     from util.labs.lab7.summary import run
 
     try:

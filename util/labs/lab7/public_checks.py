@@ -5,7 +5,6 @@ The toy is ``x -> MatMul -> Softmax -> MatMul -> y`` (``graphs.toy``); the noteb
 """
 from __future__ import annotations
 
-
 from util.checks import equal, first, has_keys, is_int
 from util.contract import Check
 
@@ -96,25 +95,25 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("the toy classifies as float16, float32, float16",
               lambda fn: equal(fn(_toy(), _default()), {"mm1": "float16", "softmax": "float32", "mm2": "float16"},
                                "node_dtypes(toy, DEFAULT_LISTS)"),
-              "MatMul is a target op, Softmax a float32 op", function=True),
+              "MatMul is a target op, Softmax a float32 op", calls_function=True),
         Check("LpNormalization without p is float32 (the ONNX default p is 2)",
               lambda fn: equal(fn(_lpnorm(None), _default()), {"mm": "float16", "lpnorm": "float32"},
                                "node_dtypes(MatMul -> LpNormalization)"),
               "an attribute a node leaves out has its default: onnx.defs.get_schema(op, 17).attributes[name].default_value",
-              function=True),
+              calls_function=True),
         Check("LpNormalization with p=1 follows its float16 input",
               lambda fn: equal(fn(_lpnorm(1), _default()), {"mm": "float16", "lpnorm": "float16"},
                                "node_dtypes(MatMul -> LpNormalization p=1)"),
               "a conditional op whose condition fails follows its activation inputs (here the MatMul's float16 output)",
-              function=True),
+              calls_function=True),
     ),
     "7.2": (
         Check("the toy needs 6 casts, 4 of them to float16 (hand count)",
               lambda fn: equal({k: _summary(fn)[k] for k in ("casts", "casts_to_fp16", "nodes")},
                                {"casts": 6, "casts_to_fp16": 4, "nodes": 9}, "summarize(convert(toy))"),
-              "x and W1 to float16, m1 back for Softmax, p and W2 to float16, y back to float32", function=True),
+              "x and W1 to float16, m1 back for Softmax, p and W2 to float16, y back to float32", calls_function=True),
         Check("graph inputs and outputs keep their names and stay float32", _toy_io,
-              "cast a graph input after it and a float16 graph output back before it", function=True),
+              "cast a graph input after it and a float16 graph output back before it", calls_function=True),
         Check("ResNet-18: the summary adds up",
               lambda a: first(has_keys(a, ("nodes", "casts", "casts_to_fp16", "fp16_nodes", "param_bytes", "output_dtypes")),
                               is_int(a["casts"], "casts"),
@@ -126,7 +125,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("the toy with its parameters in float16: 4 casts",
               lambda fn: equal({k: _summary(fn)[k] for k in ("casts", "param_bytes")},
                                {"casts": 4, "param_bytes": 56}, "summarize(convert_fp16_params(toy))"),
-              "W1 (4x4) and W2 (4x3) are read only by float16 MatMuls: 28 values x 2 bytes", function=True),
+              "W1 (4x4) and W2 (4x3) are read only by float16 MatMuls: 28 values x 2 bytes", calls_function=True),
         Check("ResNet-18: float16 parameters take fewer bytes",
               lambda a: first(has_keys(a, ("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after")),
                               equal(a["param_bytes_after"] < a["param_bytes_before"], True, "after < before"),
@@ -135,9 +134,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     ),
     "7.4": (
         Check("a Cast pair rounds like float16: 70000 -> inf", _single_cast_pair,
-              "round every float16 value through Cast(to=FLOAT16) -> Cast(to=FLOAT)", function=True),
+              "round every float16 value through Cast(to=FLOAT16) -> Cast(to=FLOAT)", calls_function=True),
         Check("a float32 graph is left alone", _toy_fp32_exact,
-              "only float16 tensors are rounded; float32 ones run as they are", function=True),
+              "only float16 tensors are rounded; float32 ones run as they are", calls_function=True),
         Check("frag in float16: rows counted",
               lambda a: first(has_keys(a, ("zero_rows", "nonfinite_rows", "onnxruntime_zero_rows")),
                               equal(0 <= a["zero_rows"] <= 16, True, "0 <= zero_rows <= 16"),
@@ -146,7 +145,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
     ),
     "7.5": (
         Check("nothing to keep in float32 when float16 is fine", _nothing_to_fix,
-              "test the empty list first: when it passes, return []", function=True),
+              "test the empty list first: when it passes, return []", calls_function=True),
         Check("frag: names of frag's nodes, in graph order",
               lambda a: first(equal(isinstance(a, list) and all(isinstance(n, str) for n in a), True,
                                     "the answer is a list of names"),

@@ -100,11 +100,12 @@ LAB = Lab(
     name=LAB_NAME,
     title="Mixed precision with op lists",
     notebook="lab7_mixed_precision.ipynb",
+    packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab7.tasks:prepare",
-    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    shared_sources=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
-            id="7.1", title="Classify nodes", points=5,
+            id="7.1", title="Classify nodes", answer_points=5,
             answer="node_dtypes(resnet18, DEFAULT_LISTS): a dict node name -> 'float16' or 'float32'",
             function="node_dtypes", run_case=_classify, checks=PUBLIC["7.1"],
             cases=(
@@ -116,7 +117,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="7.2", title="Insert casts", points=5,
+            id="7.2", title="Insert casts", answer_points=5,
             answer="summarize(convert(resnet18, DEFAULT_LISTS)): the dict summarize returns",
             keys=("nodes", "casts", "casts_to_fp16", "fp16_nodes", "param_bytes", "output_dtypes"),
             function="convert", run_case=_convert, grader_check=f"{JUDGE}:check_converted", checks=PUBLIC["7.2"],
@@ -129,7 +130,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="7.3", title="Cast parameters offline", points=4,
+            id="7.3", title="Cast parameters offline", answer_points=4,
             answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for ResNet-18",
             keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
             function="convert_fp16_params", run_case=_convert, grader_check=f"{JUDGE}:check_converted",
@@ -141,7 +142,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="7.4", title="Emulate fp16 on a CPU", points=5,
+            id="7.4", title="Emulate fp16 on a CPU", answer_points=5,
             answer="a dict {'zero_rows', 'nonfinite_rows', 'onnxruntime_zero_rows'} for frag in float16",
             keys=("zero_rows", "nonfinite_rows", "onnxruntime_zero_rows"),
             function="emulate_fp16", run_case=_emulate, grader_check=f"{JUDGE}:check_emulated", checks=PUBLIC["7.4"],
@@ -152,7 +153,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="7.5", title="Minimal fp32 list", points=5,
+            id="7.5", title="Minimal fp32 list", answer_points=5,
             answer="auto_fp32(frag(), frag_feeds(), all_fp16_lists(frag()), rtol=1e-2, atol=1e-3): node names in graph order",
             function="auto_fp32", run_case=_search, grader_check=f"{JUDGE}:check_fp32_list", checks=PUBLIC["7.5"],
             cases=(

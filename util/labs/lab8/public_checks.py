@@ -83,8 +83,8 @@ def _chain_run(fn) -> str | None:
     from util.contract import Tolerance
     from util.labs.lab8.graphs import chain4
     from util.labs.lab8.harness import run_arrays, run_in_plan
-    from util.labs.lab8.verify import run_problems
     from util.labs.lab8.plans import shapes_and_sizes
+    from util.labs.lab8.verify import run_problems
 
     model = chain4()
     feeds = {"x": np.array([[0.5, -2.0]], np.float32)}
@@ -112,8 +112,8 @@ def _chain_with_kernel(fn) -> str | None:
     import numpy as np
 
     from util.labs.lab8.graphs import chain4
-    from util.labs.lab8.verify import reference_values
     from util.labs.lab8.kernel import build_library
+    from util.labs.lab8.verify import reference_values
 
     model = chain4()
     feeds = {"x": np.array([[0.5, -2.0]], np.float32)}
@@ -137,7 +137,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("hand counts: Gemm transA/transB, Conv with padding and stride, batched and 1-D MatMul, Reshape 0/-1",
               _hand_shapes, "out = floor((in + pad_begin + pad_end - dilation*(k-1) - 1) / stride) + 1; MatMul "
               "broadcasts the batch dimensions; a 1-D operand gains and then loses a dimension; Reshape's 0 copies "
-              "the input's dimension", function=True),
+              "the input's dimension", calls_function=True),
     ),
     "8.2": (
         Check("planned_bytes = sum(buffer_bytes), buffers = len(buffer_bytes), naive 2,928,000 bytes",
@@ -148,10 +148,10 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "summarize_plan adds the tensors' bytes for naive_bytes; the graph input x is not planned"),
         Check("chain4 plans to buffers [16, 32, 16]: t3 reuses t1's buffer, y gets its own", _chain_plan,
               "t1 is freed after g2 ran; g3 needs 16 bytes: best fit is t1's old buffer; a graph output always "
-              "gets a new buffer", function=True),
+              "gets a new buffer", calls_function=True),
         Check("the MLP's plan at batch 64 is valid: no two tensors alive at the same node share a buffer",
               _mlp_plan_valid, "free a tensor's buffer only after its LAST reader ran, and never give a node's "
-              "output a buffer that node reads", function=True),
+              "output a buffer that node reads", calls_function=True),
     ),
     "8.3": (
         Check("y's first row is 10 probabilities; 6 tensors in place; the peak within the bound",
@@ -161,7 +161,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "compute every node's result into tensor_view(pool[assign[t]], shapes[t]) with out="),
         Check("execute runs chain4 inside the course's plan: onnxruntime's y, every tensor a view, few allocations",
               _chain_run, "look up each tensor's buffer in plan['assign'], view its first bytes as float32 of the "
-              "tensor's shape, and pass that view as out=", function=True),
+              "tensor's shape, and pass that view as out=", calls_function=True),
     ),
     "8.4": (
         Check("the hand example is [[58, 64], [139, 154]] and every odd size is right",
@@ -171,7 +171,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "C is overwritten, not added to: start each sum at zero; handle the sizes that are not a "
               "multiple of your block"),
         Check("mm_fast of [[1, 2], [3, 4]] by [[5, 6], [7, 8]] is [[19, 22], [43, 50]]; odd sizes right",
-              _kernel_hand, "C[i][j] = sum over k of A[i*K + k] * B[k*N + j] (row-major)", function=True),
+              _kernel_hand, "C[i][j] = sum over k of A[i*K + k] * B[k*N + j] (row-major)", calls_function=True),
     ),
     "8.5": (
         Check("the MLP's 3 Gemms are transposed, none keeps transB=1; y's first row is 10 probabilities",
@@ -181,6 +181,6 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "store W.T (contiguous) as the initializer and set transB to 0"),
         Check("run_with_kernel on chain4 gives onnxruntime's y", _chain_with_kernel,
               "transpose the weights, then execute inside the course's plan with load_matmul(library)",
-              function=True),
+              calls_function=True),
     ),
 }

@@ -123,15 +123,16 @@ LAB = Lab(
     name=LAB_NAME,
     title="Graph executor",
     notebook="lab8_graph_executor/lab8_graph_executor.ipynb",
+    packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     support=("kernel",),
     requires=("g++",),
     prepare="util.labs.lab8.tasks:prepare",
     notebook_timeout=600,
-    modules=("util/onnx_models.py", "util/models.py", "util/artifacts.py",
+    shared_sources=("util/onnx_models.py", "util/models.py", "util/artifacts.py",
              "solutions/lab8_graph_executor/kernel/mm_fast.cpp"),
     tasks=(
         Task(
-            id="8.1", title="Shape inference", points=4,
+            id="8.1", title="Shape inference", answer_points=4,
             answer="infer_shapes(mlp, {'x': [1000, 784]}): {tensor: shape} for the graph input and every node "
                    "output",
             keys=("x", "h1", "a1", "h2", "a2", "logits", "y"),
@@ -144,7 +145,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="8.2", title="Memory plan", points=5,
+            id="8.2", title="Memory plan", answer_points=5,
             answer="summarize_plan(mlp, shapes, plan) plus the plan's assign: {'naive_bytes', 'planned_bytes', "
                    "'buffers', 'buffer_bytes', 'assign'}",
             keys=("naive_bytes", "planned_bytes", "buffers", "buffer_bytes", "assign"),
@@ -157,7 +158,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="8.3", title="Executor inside the plan", points=5,
+            id="8.3", title="Executor inside the plan", answer_points=5,
             answer="execution_report(run) of the MLP at batch 1000: {'y_first_row', 'tensors_in_place', "
                    "'peak_within_bound'}",
             keys=("y_first_row", "tensors_in_place", "peak_within_bound"), tolerance=OUTPUTS,
@@ -169,7 +170,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="8.4", title="Fast matmul kernel", points=5,
+            id="8.4", title="Fast matmul kernel", answer_points=5,
             answer="kernel_report(mm_fast): {'hand_example': 2x2 list, 'odd_sizes_correct': {size: bool}}",
             keys=("hand_example", "odd_sizes_correct"), tolerance=KERNEL,
             function="build_fast_kernel", run_case=_kernel, grader_check=f"{JUDGE}:check_kernel",
@@ -183,7 +184,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="8.5", title="End to end", points=4,
+            id="8.5", title="End to end", answer_points=4,
             answer="end_to_end_report(...) of the MLP at batch 1000: {'gemms_transposed', 'transB_left', "
                    "'y_first_row'}",
             keys=("gemms_transposed", "transB_left", "y_first_row"), tolerance=OUTPUTS,

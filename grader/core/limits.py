@@ -1,5 +1,9 @@
 """Resource limits for one graded submission: time, memory, processes, file size, output.
 
+Time is one policy, :class:`Deadlines`: resolved once per run from the lab's declared defaults and
+the command line's overrides (:meth:`Deadlines.resolve`), and asked by every runner (the kernel's
+cell loop, the hidden cases, the judge process, the self-check).
+
 The limits are enforced in three layers, so that each works where the others cannot:
 
 * kernel rlimits, set in the sandbox just before the kernel starts (:func:`rlimit_prefix`):
@@ -20,9 +24,13 @@ The limits are enforced in three layers, so that each works where the others can
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from util.contract import Lab
 
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -67,8 +75,8 @@ class Limits:
     """Bytes of output kept for the whole notebook."""
     notebook_size: int = 32 << 20
     """Largest notebook file graded (``--max-notebook``); a larger one is refused before it is read."""
-    judge_timeout: int = 120
-    """Seconds the grader's own check of one saved file may take (in its judge process)."""
+    judge_timeout: int | None = None
+    """Seconds the grader's own check of one saved file may take (in its judge process); default the lab's."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,6 +88,46 @@ class Limits:
         return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
                 f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
                 f"output {format_size(self.output)} per cell, notebooks up to {format_size(self.notebook_size)}")
+
+
+@dataclass(frozen=True)
+class Deadlines:
+    """Every time limit of one graded run, in seconds: the one policy the runners ask.
+
+    Made by :meth:`resolve` (the lab's declared defaults, ``Lab.cell_timeout`` and its siblings,
+    overridden by the command line's ``--cell-timeout``, ``--timeout``...), never assembled by hand
+    in a runner: a new kind of budget (per task, say) is a change to this class alone.
+    """
+
+    cell: int
+    """One cell of the notebook."""
+    notebook: int
+    """The notebook's own cells together, counted from the kernel's start: an absolute deadline."""
+    hidden: int
+    """The grader's hidden cases together, after the notebook: a deadline of their own."""
+    judge: int
+    """The grader's check of one saved file, in its judge process."""
+
+    @classmethod
+    def resolve(cls, lab: "Lab", limits: Limits | None = None) -> "Deadlines":
+        """The deadlines of a run of ``lab`` under ``limits``: an override where one is given, else the lab's."""
+        limits = limits or Limits()
+        return cls(cell=limits.cell_timeout or lab.cell_timeout, notebook=limits.notebook_timeout or lab.notebook_timeout,
+                   hidden=lab.hidden_timeout, judge=limits.judge_timeout or lab.judge_timeout)
+
+    def phase(self, *, hidden: bool) -> int:
+        """Seconds of the phase a cell belongs to: the notebook's, or the hidden cases'."""
+        return self.hidden if hidden else self.notebook
+
+    def cell_limit(self, *, hidden: bool, task: str | None, left: float) -> int:
+        """Seconds the next cell (of ``task``'s section, or the grader's hidden cases) may run when its
+        phase has ``left`` seconds before its deadline: its own limit, never past the deadline."""
+        own = self.hidden if hidden else self.cell
+        return max(1, math.ceil(min(own, left)))
+
+    def describe(self) -> str:
+        """For messages: ``300 s per cell, 900 s per notebook, 300 s for the hidden cases``."""
+        return f"{self.cell} s per cell, {self.notebook} s per notebook, {self.hidden} s for the hidden cases"
 
 
 TASKS_PER_PROCESS = 8

@@ -19,6 +19,6 @@ def prepare() -> None:
     os.chmod(folder / FILE, 0o666)
 
 
-LAB = Lab(name="lab98", title="Cache test lab", notebook="lab98_cache.ipynb", prepare="lab98.tasks:prepare", tasks=(
-    Task(id="98.1", title="From the cache", points=1, answer="the int in the cache"),
+LAB = Lab(name="lab998", title="Cache test lab", notebook="lab998_cache.ipynb", prepare="lab998.tasks:prepare", tasks=(
+    Task(id="998.1", title="From the cache", answer_points=1, answer="the int in the cache"),
 ))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nbformat
 
-from grader import REPO
-from grader.execute.limits import format_size
+from grader.core.limits import format_size
+from grader.core.untrusted import Refused, loads, read_bounded
 
 MAX_NOTEBOOK_BYTES = 32 << 20
 """Largest notebook file the grader reads (``--max-notebook``): the course's notebooks, with their
@@ -72,7 +72,7 @@ def read(path: Path, max_bytes: int = MAX_NOTEBOOK_BYTES) -> nbformat.NotebookNo
     is named with the line and column of the error; JSON nested deeper than
     :data:`MAX_NOTEBOOK_DEPTH` or not shaped like a notebook (cells with text sources) is refused.
     """
-    from grader.untrusted import Refused, loads, read_bounded
+
 
     name = path.name
     try:
@@ -158,52 +158,3 @@ def strip_outputs(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 def dumps(nb: nbformat.NotebookNode) -> str:
     """Canonical text of a notebook, so generated files are byte-stable."""
     return nbformat.writes(nb, version=4) + "\n"
-
-
-def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()) -> dict:
-    """Run part of a lab's *solution* notebook in this process and return its namespace.
-
-    Executes, in a fresh namespace, the code cells before the first task heading (imports,
-    ``setup()``) and the code cells under each task in ``task_ids``, in notebook order, with the
-    solution regions kept. For benchmarks and tests that need the reference implementation of a
-    function, e.g.::
-
-        tiled = solution_namespace("labN", ("N.1", "N.2"))["tiled_gemm_model"]   # a function of task N.2
-
-    Answers the cells export with ``submit`` go to a throw-away folder, not ``./outputs``; what
-    they print is not shown. IPython magics are not supported (the course notebooks use none).
-    A task id the notebook has no heading for raises ``KeyError``.
-    """
-    import contextlib
-    import io
-    import os
-    import tempfile
-
-    from grader.author.markers import remove_markers
-    from util.answers import OUTPUT_DIR_ENV
-    from util.labs import get_lab
-
-    lab = get_lab(lab_name)
-    path = REPO / "solutions" / lab.notebook
-    nb = read(path)
-    wanted = set(task_ids)
-    known = {found[0] for found in headings(nb).values()}
-    if wanted - known:
-        raise KeyError(f"solutions/{lab.notebook} has no task {', '.join(sorted(wanted - known))}; "
-                       f"its tasks are {', '.join(sorted(known))}")
-    namespace: dict = {"__name__": f"solution_{lab_name}"}
-    previous = os.environ.get(OUTPUT_DIR_ENV)
-    with tempfile.TemporaryDirectory(prefix=f"solution-{lab_name}-") as scratch:
-        os.environ[OUTPUT_DIR_ENV] = scratch
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
-                for index, (cell, task) in enumerate(zip(nb.cells, cell_tasks(nb))):
-                    if cell.cell_type == "code" and (task is None or task in wanted):
-                        source = remove_markers(cell.source, f"{lab.notebook} cell {index}")
-                        exec(compile(source, f"<{lab.notebook} cell {index}>", "exec"), namespace)
-        finally:
-            if previous is None:
-                os.environ.pop(OUTPUT_DIR_ENV, None)
-            else:
-                os.environ[OUTPUT_DIR_ENV] = previous
-    return namespace

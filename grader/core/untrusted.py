@@ -1,6 +1,6 @@
 """Reading a file a student controls: never through a link, within a size, JSON with bounded nesting.
 
-Used for the notebook itself (:func:`grader.notebook.read`) and for what its kernel exported
+Used for the notebook itself (:func:`grader.core.notebook.read`) and for what its kernel exported
 (:mod:`grader.judge.exports`). Every function raises :class:`Refused` (a ``ValueError`` whose message
 says why, in a student's words) or returns; nothing a file holds makes it raise anything else.
 """
@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from grader.execute.limits import format_size
+from grader.core.limits import format_size
 from util.answers import MAX_DEPTH as ANSWER_DEPTH
 
 MAX_DEPTH = ANSWER_DEPTH + 3

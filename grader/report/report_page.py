@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
-from grader.report import files, safe_text
+from grader.core import files, safe_text
 from grader.report.gradebook import ERRORS, FULL, NOT_SUBMITTED, PARTIAL, STATUSES, UNGRADED, Row
 
 h = safe_text.html
@@ -141,7 +141,7 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
 
 
 def render(book) -> str:
-    """The whole page for a :class:`grader.report.classbook.Book`."""
+    """The whole page for a :class:`grader.report.class_folder.Book`."""
     labs = list(dict.fromkeys(r.lab for r in book.rows))
     now = datetime.now(timezone.utc).astimezone().strftime("%Y-%m-%d %H:%M %Z")
     parts = ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Class report</title>"

@@ -5,7 +5,7 @@ execution_time, tests[] with name, score, max_score, status, output, visibility)
 finer status (passed, failed, error, timeout, memory, crash, missing) rides in ``extra_data``.
 
 Messages, notes and the submission's name often hold a student's text (an exception message, a
-file name). Each result cleans its own text when it is made (:func:`grader.report.safe_text.plain`: valid
+file name). Each result cleans its own text when it is made (:func:`grader.core.safe_text.plain`: valid
 UTF-8, no control characters, at most ``LIMIT_MESSAGE`` characters; at most :data:`MAX_NOTES`
 notes), so no writer can receive a 4 MiB message or a lone surrogate; each writer then escapes
 for where it writes (Gradescope is told to show every output as plain text).
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from grader.report.safe_text import LIMIT_MESSAGE, LIMIT_NAME, file_name, plain
+from grader.core.safe_text import LIMIT_MESSAGE, LIMIT_NAME, file_name, plain
 from util.contract import ANSWER  # noqa: F401  (re-exported: the check on a task's exported answer)
 
 STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")

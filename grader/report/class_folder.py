@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from grader.grade import resume
-from grader.grade.resume import Previous
-from grader.report import class_report, feedback, files, gradebook, late, overrides, roster, stats
+from grader.core import files
+from grader.core import records as stored_records
+from grader.core.records import Previous
+from grader.report import feedback, gradebook, late, overrides, report_page, roster, stats
 from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
 from grader.report.settings import Settings
 from util.labs import LABS
@@ -74,7 +75,7 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
     """The class in ``out`` under ``settings`` (see the module's docstring); ``records`` when the
     caller has them already (else they are read from ``out``)."""
     problems: list[str] = []
-    records = resume.load_all(out) if records is None else dict(sorted(records.items()))
+    records = stored_records.load_all(out) if records is None else dict(sorted(records.items()))
     class_roster = _read(roster.read, settings.roster, problems)
     wanted = _read(overrides.read, settings.overrides, problems) or []
     extensions = _read(late.read_extensions, settings.extensions, problems) or []
@@ -161,7 +162,7 @@ def write(book: Book, *, feedback_dir: Path | None = None) -> list[Path]:
             files.write_text(book.out / row.submission / f"feedback.{suffix}", text)
             if feedback_dir is not None:
                 files.write_text(feedback_dir / f"{row.submission}.{suffix}", text)
-    written.append(class_report.write(book.out / "report.html", book))
+    written.append(report_page.write(book.out / "report.html", book))
     return written
 
 
@@ -171,7 +172,7 @@ def main(*, out: Path, feedback_dir: Path | None = None, settings: dict | None =
     0 when written, 1 when written with problems in the instructor's files, 2 when there is nothing."""
     import sys
 
-    from grader.report import safe_text
+    from grader.core import safe_text
 
     try:
         class_settings = Settings.load(out).updated(**(settings or {}))
