@@ -9,7 +9,7 @@ from pathlib import Path
 from grader import REPO
 from grader.author import regen
 from grader.core.limits import Limits
-from grader.grade import batch, jobs, resume
+from grader.grade import jobs, resume
 from util.labs import LABS, get_lab
 
 CPP_LAB = next(lab for lab in LABS.values() if lab.support)
