@@ -1,5 +1,6 @@
-"""LMS exports: the files Canvas's and Moodle's grade importers read, and plain CSV, with every roster
-student as a row (those who submitted nothing too).
+"""LMS exports: the files Canvas's, Moodle's and Blackboard's grade importers read, and plain CSV, with
+every roster student as a row (those who submitted nothing too). Each format is one module of
+``grader/report/lms/``, found by the registry; the command line's choices come from it.
 
 The Canvas layout is the one its importer parses (instructure/canvas-lms lib/gradebook_importer.rb:
 the header starts Student, ID, then SIS User ID, SIS Login ID, and the last student column is
@@ -100,3 +101,35 @@ def test_a_malformed_column_says_what_to_write(tmp_path, capsys):
     _class(tmp_path)
     assert cli.main(["export", "--format", "csv", "--out", str(tmp_path / "out"), "--column", "Lab 9"]) == 2
     assert "--column 'Lab 9': write LAB=NAME" in capsys.readouterr().err
+
+
+def test_blackboard_grade_centre_file(tmp_path):
+    """Blackboard matches rows by Username and updates a column whose header ends in its column id;
+    every field is quoted in the file it writes."""
+    roster = ROSTER.replace("section,canvas_id", "section,canvas_id,login_id").replace(",101\n", ",101,aadams\n")
+    roster = roster.replace("A1,\n", "A1,,\n").replace("A2,\n", "A2,,\n")
+    (tmp_path / "blackboard.csv").write_text(roster)
+    book = _class(tmp_path, roster=str(tmp_path / "blackboard.csv"), deadlines=["lab900=2025-03-08T00:00:00+00:00"],
+                  late_policy="10%/day")
+    done = export.build(book, "blackboard", missing="blank")
+    assert done.headers == ["Last Name", "First Name", "Username", "Student ID",
+                            "lab900 [Total Pts: 10 Score]"]
+    assert done.rows == [["Adams", "Amy", "aadams", "s001", 5],  # "Last, First" as the roster writes it
+                         ["Brown", "Bob", "s002", "s002", 8],   # no login_id: the student id
+                         ["Clark", "Cat", "s003", "s003", ""]]
+    assert export.build(book, "blackboard", columns={"lab900": "Lab 9 |12345"}).headers[-1] == "Lab 9 |12345"
+    assert cli.main(["export", "--format", "blackboard", "--out", str(tmp_path / "out"), "--roster",
+                     str(tmp_path / "blackboard.csv")]) == 0
+    text = (tmp_path / "out" / "export_blackboard.csv").read_text()
+    assert text.splitlines()[:2] == ['"Last Name","First Name","Username","Student ID","lab900 [Total Pts: 10 Score]"',
+                                     '"Adams","Amy","aadams","s001","5"']
+
+
+def test_every_format_is_a_module_and_the_command_line_offers_each():
+    from grader.report import lms
+
+    assert sorted(lms.formats()) == ["blackboard", "canvas", "csv", "moodle"]
+    action = next(a for a in cli.parser()._subparsers._group_actions[0].choices["export"]._actions
+                  if a.dest == "format")
+    assert list(action.choices) == list(lms.formats())
+    assert all(f"{name}: " in action.help for name in lms.formats())

@@ -1,13 +1,16 @@
 """A lab is one folder: the core names no lab, and a new lab is picked up from its folder and notebook.
 
 The first test reads every core module (``grader/``, ``util/`` outside ``util/labs/labN/``); the
-second copies the course's code into a temporary repository, adds ``util/labs/lab99/`` and
-``solutions/lab99_new.ipynb`` (nothing else), and builds, regenerates and grades it there with the
-command line, sandbox included.
+second copies the course's code into a temporary repository, adds the next lab the course would
+have (``util/labs/labN/`` and ``solutions/labN_new.ipynb``, N one past the course's last lab, and
+nothing else), and builds, regenerates and grades it there with the command line, sandbox included,
+with the test labs (numbered from 900) registered beside it. A test lab that takes a course lab's
+number is refused, naming both folders.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -19,6 +22,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader import REPO
+from util import labs
+from util.labs import LABS
 
 LAB_NAME = re.compile(r"(?i)\blab[ _-]?\d+")
 """``lab3``, ``Lab 3``, ``lab_3``, ``lab4_libtorch``: how a lab is named."""
@@ -45,7 +50,7 @@ def test_the_pattern_finds_the_ways_a_lab_is_named():
         assert not LAB_NAME.search(text), text
 
 
-TASKS = '''\
+TASKS_TEMPLATE = '''\
 """A lab added by a test: one folder, one notebook, nothing else touched."""
 from util.contract import Case, Check, Lab, Task
 
@@ -54,64 +59,105 @@ def _call(fn, spec):
     return fn(spec["n"])
 
 
-LAB = Lab(name="lab99", title="Added lab", notebook="lab99_new.ipynb", tasks=(
-    Task(id="99.1", title="Squares", answer_points=4, answer="the sum of the first n squares for n = 10",
+LAB = Lab(name="labNN", title="Added lab", notebook="labNN_new.ipynb", packages=("numpy",), tasks=(
+    Task(id="NN.1", title="Squares", answer_points=4, answer="the sum of the first n squares for n = 10",
          function="squares", run_case=_call, cases=(Case("n=20", {"n": 20}, 3), Case("n=0", {"n": 0}, 3)),
          checks=(Check("squares(2) = 5", lambda f: None if f(2) == 5 else f"squares(2) is {f(2)}", "1 + 4",
                        calls_function=True),)),
 ))
 '''
-MISTAKES = '''\
+MISTAKES_TEMPLATE = '''\
 from util.contract import ANSWER, Mistake
 
 MISTAKES = (Mistake("off_by_one", "sums up to n - 1", (("range(1, n + 1)", "range(1, n)"),),
-                    {"99.1": (ANSWER, "n=20")}),)
+                    {"NN.1": (ANSWER, "n=20")}),)
 '''
 
 
-def _solution() -> nbformat.NotebookNode:
+NEXT = max(int(name[3:]) for name in LABS if (REPO / "util" / "labs" / name).is_dir()) + 1
+"""The number the course's next lab would take (9 while the course has eight labs)."""
+FIXTURES = [REPO / "tests" / folder for folder in ("tinylab_labs", "hostile_labs", "cachelab_labs")]
+"""The test labs' folders (lab900, lab997, lab998), registered beside the new lab."""
+
+
+def _lab(number: int) -> tuple[str, str]:
+    return (TASKS_TEMPLATE.replace("NN", str(number)), MISTAKES_TEMPLATE.replace("NN", str(number)))
+
+
+def _solution(number: int) -> nbformat.NotebookNode:
     return new_notebook(cells=[
         new_code_cell("from util import check, progress, setup, submit\nsetup()"),
-        new_markdown_cell("## Task 99.1: Squares (10 points)"),
+        new_markdown_cell(f"## Task {number}.1: Squares (10 points)"),
         new_code_cell("def squares(n):\n    ### BEGIN SOLUTION\n    return sum(i * i for i in range(1, n + 1))\n"
                       "    ### END SOLUTION"),
-        new_code_cell('submit("99.1", squares(10))\ncheck("99.1")'),
-        new_code_cell('progress("lab99")'),
-    ], metadata={"course": {"lab": "lab99"}})
+        new_code_cell(f'submit("{number}.1", squares(10))\ncheck("{number}.1")'),
+        new_code_cell(f'progress("lab{number}")'),
+    ], metadata={"course": {"lab": f"lab{number}"}})
 
 
-def _run(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, *args], cwd=repo, capture_output=True, text=True, timeout=600)
+def _run(repo: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, *args], cwd=repo, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     return done
 
 
-@pytest.mark.notebook
-def test_a_new_lab_is_picked_up_from_its_folder_and_its_notebook(tmp_path):
+def _copy_course(tmp_path: Path) -> Path:
     repo = tmp_path / "course"
     skip = shutil.ignore_patterns("__pycache__", "examples", "references", "*.onnx", "*.pt")
     for folder in ("util", "grader"):
         shutil.copytree(REPO / folder, repo / folder, ignore=skip)
     (repo / "solutions").mkdir()
-    lab = repo / "util" / "labs" / "lab99"
-    lab.mkdir()
-    (lab / "__init__.py").write_text('"""An added lab."""\n')
-    (lab / "tasks.py").write_text(TASKS)
-    (lab / "mistakes.py").write_text(MISTAKES)
-    nbformat.write(_solution(), str(repo / "solutions" / "lab99_new.ipynb"))
+    return repo
 
-    listed = _run(repo, "-c", "from util.labs import LABS; print(' '.join(LABS))").stdout.split()
-    assert listed[-1] == "lab99" and listed[:-1] == sorted(listed[:-1], key=lambda n: int(n[3:]))
-    _run(repo, "-m", "grader", "build", "--lab", "lab99")
-    assert (repo / "labs" / "lab99_new.ipynb").is_file()
-    assert (repo / "grader" / "examples" / "lab99" / "off_by_one.ipynb").is_file()
-    _run(repo, "-m", "grader", "regen", "--lab", "lab99")
-    refs = json.loads((repo / "grader" / "references" / "lab99.json").read_text())
-    assert refs["answers"] == {"99.1": 385} and refs["cases"] == {"99.1": {"n=20": 2870, "n=0": 0}}
+
+def _with_fixtures() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the copy's own grader and util
+    env[labs.LAB_DIRS_ENV] = os.pathsep.join(str(f) for f in FIXTURES)
+    return env
+
+
+@pytest.mark.notebook
+def test_the_next_lab_is_picked_up_from_its_folder_and_its_notebook_beside_the_test_labs(tmp_path):
+    repo, number = _copy_course(tmp_path), NEXT
+    name = f"lab{number}"
+    folder = repo / "util" / "labs" / name
+    folder.mkdir()
+    (folder / "__init__.py").write_text('"""An added lab."""\n')
+    tasks, mistakes = _lab(number)
+    (folder / "tasks.py").write_text(tasks)
+    (folder / "mistakes.py").write_text(mistakes)
+    nbformat.write(_solution(number), str(repo / "solutions" / f"{name}_new.ipynb"))
+    env = _with_fixtures()
+
+    listed = _run(repo, "-c", "from util.labs import LABS; print(' '.join(LABS))", env=env).stdout.split()
+    assert listed[-4:] == [name, "lab900", "lab997", "lab998"]
+    assert listed == sorted(listed, key=lambda n: int(n[3:]))
+    _run(repo, "-m", "grader", "build", "--lab", name, env=env)
+    assert (repo / "labs" / f"{name}_new.ipynb").is_file()
+    assert (repo / "grader" / "examples" / name / "off_by_one.ipynb").is_file()
+    _run(repo, "-m", "grader", "regen", "--lab", name, env=env)
+    refs = json.loads((repo / "grader" / "references" / f"{name}.json").read_text())
+    assert refs["answers"] == {f"{number}.1": 385} and refs["cases"] == {f"{number}.1": {"n=20": 2870, "n=0": 0}}
+    assert set(refs["provenance"]["packages"]) == {"numpy"}  # what the lab declares, nothing the core lists
     out = tmp_path / "out"
-    _run(repo, "-m", "grader", "grade", "solutions/lab99_new.ipynb", "labs/lab99_new.ipynb",
-         "grader/examples/lab99/off_by_one.ipynb", "--out", str(out), "--no-progress")
+    _run(repo, "-m", "grader", "grade", f"solutions/{name}_new.ipynb", f"labs/{name}_new.ipynb",
+         f"grader/examples/{name}/off_by_one.ipynb", "--out", str(out), "--no-progress", env=env)
     rows = (out / "gradebook.csv").read_text().splitlines()
     assert len(rows) == 4, rows  # a header and the solution, the student copy and the example
     totals = sorted(json.loads(p.read_text())["score"] for p in out.glob("*/results.json"))
     assert totals == [0, 3, 10]  # the stub, off_by_one (its answer and n=20 fail; n=0 still passes), the solution
+
+
+@pytest.mark.parametrize("taken", ["lab1", "lab01"])
+def test_a_test_lab_that_takes_a_course_labs_number_is_refused_naming_both_folders(tmp_path, taken):
+    extra = tmp_path / "extra"
+    (extra / taken).mkdir(parents=True)
+    (extra / taken / "tasks.py").write_text(TASKS_TEMPLATE.replace("labNN", taken).replace("NN", "1"))
+    env = {**os.environ, labs.LAB_DIRS_ENV: str(extra)}
+    done = subprocess.run([sys.executable, "-c", "import util.labs"], cwd=REPO, capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("util.labs.LabClash: two labs take number 1:")
+    assert str(extra / taken) in last and str(REPO / "util" / "labs" / "lab1") in last
+    assert "test labs are numbered from 900" in last

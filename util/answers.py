@@ -8,10 +8,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from util.atomic import write_atomic
 
 OUTPUT_DIR_ENV = "COURSE_OUTPUT_DIR"
 """The grader points this variable at a scratch folder; students get ``./outputs/<lab>/``."""
@@ -83,27 +84,10 @@ def output_dir(lab_name: str) -> Path:
     return Path(root) if root else Path.cwd() / "outputs" / lab_name
 
 
-def _file_mode() -> int:
-    """The mode ``open()`` gives a new file: 0666 less the umask (``mkstemp``'s 0600 is not kept)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON atomically: readers see the old file or the new one, never half.
-    The file gets the mode ``open()`` would give it (0644 under the usual umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-            handle.write("\n")
-        os.chmod(tmp, _file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``data`` as JSON atomically (:func:`util.atomic.write_atomic`): readers see the old file
+    or the new one, never half. The file gets the mode ``open()`` would give it (0644 under the usual umask)."""
+    write_atomic(path, (json.dumps(data, indent=1, sort_keys=True) + "\n").encode("utf-8"))
 
 
 def write_answer(directory: Path, task_id: str, value: Any) -> Path:

@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Callable
 
+from util.atomic import write_atomic
+
 REPO = Path(__file__).resolve().parents[1]
 KINDS = {"onnx": "COURSE_ONNX_CACHE", "torchscript": "COURSE_TORCHSCRIPT_CACHE"}
 """Cache kind -> the environment variable that moves its shared folder."""
@@ -60,19 +62,7 @@ def store(kind: str, file_name: str, content: bytes | Callable[[Path], None], *,
     (exports of the same model by older code or package versions) are then deleted.
     """
     folder = writable_dir(kind)
-    path = folder / file_name
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    try:
-        if isinstance(content, bytes):
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content)
-        else:
-            os.close(fd)
-            content(Path(tmp))
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    path = write_atomic(folder / file_name, content, mode=0o644)  # mkstemp makes it 0600
     for old in folder.glob(stale) if stale else ():
         if old != path:
             old.unlink(missing_ok=True)

@@ -10,34 +10,16 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
 from grader.core import safe_text
-
-
-def file_mode() -> int:
-    """The mode ``open()`` gives a new file here: 0666 less the process's umask."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return 0o666 & ~mask
+from util.atomic import write_atomic
 
 
 def write_bytes(path: Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically (see the module's docstring); returns ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, file_mode())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``data`` to ``path`` atomically (:func:`util.atomic.write_atomic`); returns ``path``."""
+    return write_atomic(path, data)
 
 
 def write_text(path: Path, text: str) -> Path:

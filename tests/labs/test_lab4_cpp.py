@@ -16,6 +16,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from grader.author.build import SOLUTIONS
 from grader.grade.submission import grade_submission
+from util import export_cache
 from util.labs import get_lab
 from util.labs.lab4 import cpp_build
 from util.labs.lab4.cpp_analyzer import Analyzer
@@ -24,6 +25,16 @@ from util.labs.lab4.torchscript import build, export
 pytestmark = [pytest.mark.notebook,
               pytest.mark.skipif(cpp_build.missing_tools() != [], reason="needs cmake, make and g++")]
 LAB = get_lab("lab4")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_cache(tmp_path_factory):
+    """These tests export models in this process and read them seconds later from C++: in a cache of
+    their own, since a grading run beside them deletes every export of the shared cache it did not
+    record itself (grader/execute/caches.py), and did so between the two steps."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(export_cache.KINDS["torchscript"], str(tmp_path_factory.mktemp("torchscript")))
+        yield
 
 
 @pytest.fixture(scope="module")

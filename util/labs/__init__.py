@@ -45,7 +45,7 @@ def extra_dirs() -> list[Path]:
 
 
 class LabClash(ValueError):
-    """Two lab folders take one lab number (``lab9`` and ``lab09`` count as the same)."""
+    """Two lab folders take one lab number (a zero-padded number counts as the same)."""
 
 
 def _packages() -> dict[str, str]:

@@ -4,7 +4,7 @@
 quoted (Blackboard's rule for comma-delimited uploads). Blackboard matches each row by
 ``Username`` (the roster's ``login_id``, else its ``student_id``) and ignores changes to the name
 columns. A grade column whose header ends in ``|<column id>`` (as Blackboard writes it in a
-downloaded grade centre: ``Lab 1 [Total Pts: 100 Score] |1234``) updates that column; a header
+downloaded grade centre: ``Lab N [Total Pts: 100 Score] |1234``) updates that column; a header
 without one creates a new column, which Blackboard adds as a text column worth 0 points. So create
 each lab's column in the Grade Center first and name it with ``--column labN="Lab N |1234"``; by
 default the header is ``<lab>: <title> [Total Pts: <max> Score]``. Layout as Blackboard Learn's
@@ -26,7 +26,10 @@ def _header(table: Table, lab: str) -> str:
 
 
 def _names(full: str) -> tuple[str, str]:
-    """(last, first) from a roster's one ``name`` field: the last word is taken for the last name."""
+    """(last, first) from a roster's one ``name`` field: ``Adams, Amy``, or else ``Amy Adams`` (the last word)."""
+    if "," in full:
+        last, first = full.split(",", 1)
+        return last.strip(), first.strip()
     words = full.split()
     return (words[-1], " ".join(words[:-1])) if len(words) > 1 else (full, "")
 
