@@ -182,11 +182,11 @@ def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
         assert not any("pip install" in r for r in runs), "install Python packages only through docker/setup.sh"
     setup = (DOCKER / "setup.sh").read_text()
     assert re.search(r"pip install [^\n]*-r requirements\.txt -e \.", setup)
-    readme = (REPO / "README.md").read_text()
+    readme = "\n".join(path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
     ci = (REPO / ".ci" / "run").read_text()
     assert "docker/setup.sh" in readme and "docker/setup.sh" in ci
     blocks = _shell_blocks(readme)  # what a reader runs (prose may name optional tools, e.g. dask-jobqueue)
-    for name, text in (("README.md", "\n".join(blocks)), (".ci/run", ci)):
+    for name, text in (("README.md and docs/", "\n".join(blocks)), (".ci/run", ci)):
         commands = [line.split("#")[0] for line in text.splitlines()]
         assert not any("pip install" in c for c in commands), f"{name} installs packages outside docker/setup.sh"
     assert len(blocks) > 10  # the README's command blocks were found

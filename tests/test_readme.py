@@ -1,4 +1,5 @@
-"""The README stays true: its commands parse, CI runs its quickstart, its course map matches the labs."""
+"""The README and the guides it links (docs/) stay true: their commands parse, CI runs the quickstart,
+the course map matches the labs, every guide is linked and every link leads somewhere."""
 from __future__ import annotations
 
 import re
@@ -12,6 +13,9 @@ from util.labs import LABS
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text(encoding="utf-8")
+GUIDES = sorted((REPO / "docs").glob("*.md"))
+"""The guides under docs/ (instructors, TAs, the trust model...), each linked from the README."""
+DOCS = README + "".join(path.read_text(encoding="utf-8") for path in GUIDES)
 
 
 def _code_lines(text: str) -> list[str]:
@@ -33,7 +37,7 @@ def _code_lines(text: str) -> list[str]:
     return lines
 
 
-GRADER_COMMANDS = [line for line in _code_lines(README) if line.startswith("python -m grader")]
+GRADER_COMMANDS = [line for line in _code_lines(DOCS) if line.startswith("python -m grader")]
 
 
 INTERNAL_SUBCOMMANDS = {"autograde"}
@@ -49,7 +53,7 @@ def test_the_readme_shows_every_grader_subcommand():
     subcommands = set(actions[0].choices)
     used = {shlex.split(line)[3] for line in GRADER_COMMANDS}
     assert used == subcommands - INTERNAL_SUBCOMMANDS
-    assert "autograde" in README
+    assert "autograde" in DOCS
 
 
 @pytest.mark.parametrize("line", GRADER_COMMANDS)
@@ -59,7 +63,7 @@ def test_every_grader_command_in_the_readme_parses(line):
 
 
 def test_the_grader_image_command_parses():
-    [line] = [text for text in _code_lines(README) if text.startswith("docker run") and "ml-cost-course:grader" in text]
+    [line] = [text for text in _code_lines(DOCS) if text.startswith("docker run") and "ml-cost-course:grader" in text]
     cli.parser().parse_args(shlex.split(line.split("ml-cost-course:grader", 1)[1]))
 
 
@@ -82,4 +86,35 @@ def test_course_map_lists_each_lab_with_its_tasks_and_points(lab_name):
     assert f"`{where}" in row
     for task in lab.tasks:
         assert re.search(rf"{re.escape(task.id)} [^,|]*\({task.max_points:g}\)", row), (task.id, row)
-    assert len(re.findall(r"\b\d\.\d ", row.split("|")[5])) == len(lab.tasks)
+    assert len(re.findall(r"\b\d+\.\d+ ", row.split("|")[5])) == len(lab.tasks)
+
+
+def _links(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    return [target for target in re.findall(r"\]\(([^)\s]+)\)", text)
+            if not target.startswith(("http", "mailto:", "attachment:"))]  # attachment: a notebook's image, quoted
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of a Markdown file."""
+    headings = re.findall(r"^#+ (.+)$", path.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h).strip().lower().replace(" ", "-") for h in headings}
+
+
+def test_every_guide_is_linked_from_the_readme():
+    assert {p.name for p in GUIDES} >= {"instructors.md", "tas.md", "trust_model.md"}
+    linked = {(REPO / target.split("#")[0]).resolve() for target in _links(REPO / "README.md") if target.split("#")[0]}
+    assert [p.name for p in GUIDES if p.resolve() not in linked] == []
+
+
+@pytest.mark.parametrize("path", [REPO / "README.md", *GUIDES], ids=lambda p: p.name)
+def test_every_link_leads_to_a_file_and_heading_that_exist(path):
+    broken = []
+    for target in _links(path):
+        file, _, anchor = target.partition("#")
+        destination = (path.parent / file).resolve() if file else path
+        if not destination.exists():
+            broken.append(target)
+        elif anchor and destination.suffix == ".md" and anchor not in _anchors(destination):
+            broken.append(target)
+    assert broken == []
