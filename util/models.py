@@ -69,6 +69,34 @@ class TinyTied(nn.Module):
         return self.head(self.pool(y).flatten(1))
 
 
+class DigitsCNN(nn.Module):
+    """The course's small CNN for scikit-learn's bundled digits (1 x 8 x 8 images, 10 classes).
+
+    ``conv1`` (1 -> 16, 3x3, pad 1, no bias) + ``bn1`` + ReLU, ``conv2`` (16 -> 32) + ``bn2`` + ReLU,
+    ``pool`` (max 2x2), ``conv3`` (32 -> 32) + ``bn3`` + ReLU, ``fc`` (512 -> 10). 19,258 parameters,
+    19,088 of them in the four weight tensors of its convolutions and ``fc``. Trained with Adam
+    (lr 3e-3, batch 64, 4 epochs) on :func:`util.data.digits_split` it reaches about 99.7 % test
+    accuracy (labs 9 and 12). Exported to ONNX its nodes are named ``/conv1/Conv`` ... ``/fc/Gemm``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        self.conv2 = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(32)
+        self.pool = nn.MaxPool2d(2)
+        self.conv3 = nn.Conv2d(32, 32, 3, padding=1, bias=False)
+        self.bn3 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(512, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = self.pool(torch.relu(self.bn2(self.conv2(x))))
+        x = torch.relu(self.bn3(self.conv3(x)))
+        return self.fc(torch.flatten(x, 1))
+
+
 def seed_bn(model: nn.Module, seed: int = 1) -> nn.Module:
     """Give every BatchNorm of ``model`` non-trivial statistics, in place, and return ``model``.
 
@@ -113,6 +141,7 @@ BUILDERS: dict[str, Callable[[], nn.Module]] = {
     "tiny_grouped": TinyGrouped,
     "tiny_tied": TinyTied,
     "resnet18_bnstats": _resnet18_bnstats,
+    "digits_cnn": DigitsCNN,
 }
 """Every model the course builds, by name."""
 
