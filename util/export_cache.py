@@ -1,4 +1,4 @@
-"""Where exported models (ONNX, TorchScript) are cached, shared by every notebook and the grader.
+"""Where exported models (ONNX, TorchScript) and the course's compiled baselines are cached, shared by every notebook and the grader.
 
 Each kind has a shared folder, ``<repo>/build/<kind>`` (or the folder named by its environment
 variable). Outside the grader it is read and written. Inside the grader's sandbox the repository is
@@ -15,7 +15,7 @@ from typing import Callable
 from util.atomic import write_atomic
 
 REPO = Path(__file__).resolve().parents[1]
-KINDS = {"onnx": "COURSE_ONNX_CACHE", "torchscript": "COURSE_TORCHSCRIPT_CACHE"}
+KINDS = {"onnx": "COURSE_ONNX_CACHE", "torchscript": "COURSE_TORCHSCRIPT_CACHE", "native": "COURSE_NATIVE_CACHE"}
 """Cache kind -> the environment variable that moves its shared folder."""
 
 

@@ -111,6 +111,23 @@ def student_ids(sandboxed: bool) -> tuple[int, int] | None:
     return ids
 
 
+JUDGE_OFFSET = 1_000_000_000
+"""A root grader's judge processes run as uid = gid = ``UID_BASE + JUDGE_OFFSET + <grader pid>``: not
+the user student code runs as, so a student process can neither signal, trace nor read a judge."""
+
+
+def judge_ids(sandboxed: bool) -> tuple[int, int] | None:
+    """The (uid, gid) a judge process runs as, when the grader is root: an unprivileged user of its own,
+    distinct from :func:`student_ids`' (``None`` for a non-root grader, whose one user runs judges and
+    student processes in namespaces of their own, which keep them apart)."""
+    ids = student_ids(sandboxed)
+    if ids is None:
+        return None
+    if os.environ.get(sandbox.UID_ENV):  # an instructor-chosen student user: the judge takes the next one
+        return ids[0] + 1, ids[1] + 1
+    return ids[0] + JUDGE_OFFSET, ids[1] + JUDGE_OFFSET
+
+
 def enforcement(sandboxed: bool) -> dict[str, str]:
     """Which mechanism enforces what here, limit by limit, in a few words each (for the grader's log)."""
     ids = student_ids(sandboxed)

@@ -33,6 +33,8 @@ from grader.execute import sandbox, seccomp
 LAUNCHER = """\
 import ctypes, json, os, resource, sys
 spec = json.loads(sys.argv[1])
+if spec.get("cpus"):
+    os.sched_setaffinity(0, spec["cpus"])
 if spec.get("cgroup"):
     with open(spec["cgroup"], "w") as procs:
         procs.write(str(os.getpid()))
@@ -75,15 +77,19 @@ def launcher(spec: dict, python: str = sys.executable) -> list[str]:
 
 def command_prefix(scratch: Path, *, sandboxed: bool, ids: tuple[int, int] | None, limits: Limits | None = None,
                    cgroup: Path | None = None, readable: tuple[Path, ...] = (),
-                   writable: bool = True, judges: bool = False) -> list[str]:
+                   writable: bool = True, reveal: tuple[Path, ...] = (), cpus: tuple[int, ...] = ()) -> list[str]:
     """The prefix that runs a command confined in ``scratch``: in ``cgroup`` (its ``cgroup.procs``),
     under ``limits``' rlimits, as the user ``ids`` (``None``: the grader's own, e.g. a non-root
     grader: :func:`grader.execute.confinement.student_ids` says which), and in the sandbox when ``sandboxed``.
 
-    ``judges``: the labs' judges are visible (a judge process), where a kernel sees them empty.
+    ``reveal``: the labs' grader-only files this sandbox may read (a judge process: its own lab's
+    judges; anything that runs student code: none). ``cpus``: the CPUs it (and everything it starts) may
+    run on.
     """
     limits = limits or Limits()
     outer: dict = {"cgroup": str(cgroup)} if cgroup is not None else {}
+    if cpus:
+        outer["cpus"] = list(cpus)
     filtered = seccomp.program()
     if not sandboxed:
         outer["rlimits"] = rlimits(limits, per_user=ids is not None and sandbox.UID_ENV not in os.environ)
@@ -100,4 +106,4 @@ def command_prefix(scratch: Path, *, sandboxed: bool, ids: tuple[int, int] | Non
     if filtered is not None:
         inner["seccomp"] = filtered.hex()
     return ((launcher(outer) if outer else [])
-            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, judges=judges) + launcher(inner))
+            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, reveal=reveal) + launcher(inner))

@@ -127,13 +127,14 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
 
 
 def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool = True,
-               judges: bool = False) -> list[str]:
+               reveal: tuple[Path, ...] = ()) -> list[str]:
     """The ``bwrap`` command prefix (up to ``--``) that runs a command sandboxed in ``scratch``.
 
     ``scratch`` must hold the folders ``.tmp`` and ``.shm`` (the sandbox's ``/tmp`` and
     ``/dev/shm``). ``readable`` adds folders shown read-only; ``writable=False`` shows ``scratch``
-    read-only too (its ``.tmp`` stays writable). The labs' grader-only files (``util.labs.GRADER_ONLY``:
-    judges and mistakes) read as empty, except the judges when ``judges`` (for a judge process).
+    read-only too (its ``.tmp`` stays writable). The labs' grader-only files (every lab's judges and
+    mistakes, :func:`util.labs.grader_only_paths`: one list for every sandbox) read as empty, except
+    those in ``reveal`` (a judge process: its own lab's judges).
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -156,9 +157,10 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     made: set[Path] = set()
     for path in readable_paths(readable):
         args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+    shown = {Path(p).resolve() for p in reveal}
     for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
-        if judges and path.name != "mistakes.py":
-            continue  # a judge process runs the judges (it never needs the mistakes)
+        if path.resolve() in shown:
+            continue
         args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
     for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
         args += ["--dev-bind", str(path), str(path)]

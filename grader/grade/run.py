@@ -9,6 +9,7 @@ are produced by exactly the path that grades the students.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,20 @@ class Run:
     """Task id (or ``hidden cases``) -> why its export was not read (:func:`grader.judge.exports.read_exports`)."""
 
 
+def _passable(root: Path, folder: Path) -> None:
+    """Let other users pass through ``root`` down to ``folder`` (the kernel is over): a root grader's
+    judge runs as a user of its own, and without the sandbox it reaches the saved files only so. Nothing
+    becomes writable; what the student's code made unreadable stays so (and fails its own cases)."""
+    target = root
+    for part in ("", *folder.relative_to(root).parts):
+        target = target / part if part else target
+        try:
+            if target.is_dir() and not target.is_symlink():
+                os.chmod(target, target.stat().st_mode | 0o011)
+        except OSError:
+            continue
+
+
 def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None = None, sandbox: bool | None = None,
                  source_dir: Path | None = None, files_out: Path | None = None) -> Run:
     """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases, then
@@ -85,6 +100,7 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
                                   "and it will be graded again")
         exports = read_exports(answers_dir, cases_path)  # bounded, links not followed, shapes checked
         files = artifacts.list_files(answers_dir / FILES_DIR)  # judged now: the scratch folder goes below
+        _passable(work.path, answers_dir / FILES_DIR)  # the judge runs as a user of its own
         verdicts = artifacts.verdicts(lab, exports.cases, files, limits=limits, deadlines=deadlines,
                                      sandbox=sandboxed)
         if files_out is not None:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping
 
 from grader.core.limits import Deadlines, Limits, format_size
 from grader.judge.isolated import judge
+from util import labs
 from util.artifacts import case_stem
 from util.contract import Lab, Task
 
@@ -154,6 +155,7 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[st
         if len(folders) != 1:
             raise ValueError("the saved files of one notebook must lie in one folder")
         for (task_id, case_id), problems in zip(where, judge(jobs, folders.pop(), limits=limits, sandbox=sandbox,
+                                                                   reveal=tuple(labs.judge_paths(lab)),
                                                                    timeout=(deadlines or Deadlines.resolve(lab, limits)).judge)):
             out[task_id][case_id] = problems
     return out

@@ -16,8 +16,10 @@ process limit applies to all of them together); they end with the judge.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -27,9 +29,11 @@ from typing import Any, Mapping
 
 from grader.core.limits import Limits, format_size
 from grader.core.limits import tasks as task_limit
-from grader.execute import cgroups, confinement, disk, launch
+from grader.execute import cgroups, confinement, disk, launch, student_process
 from grader.execute.scratch import judge_env
 from grader.execute.watchdog import Watchdog
+from util import labs
+from util.student_process import SERVICE_FD_ENV, Channel, ChannelError
 
 WORKER = Path(__file__).with_name("worker.py")
 MAX_LINE = 64 << 10
@@ -78,14 +82,113 @@ def _failure(watchdog: Watchdog, code: int | None, timeout: int, memory: int, ga
     return f"the grader's check of this file ended without a verdict (exit code {code})"
 
 
+class _Service:
+    """The grader's side of what a judge process may ask it (:mod:`util.student_process`): start a
+    student process for it (:mod:`grader.execute.student_process`), measure, pause, resume or stop one.
+    Runs in a thread of the grader while the judge process lives; every student process it started ends
+    with it. A request it cannot honour gets ``{"error": ...}``."""
+
+    MAX_STUDENTS = 16
+    """Student processes one judge process may ask for."""
+
+    def __init__(self, sock: socket.socket, *, sandboxed: bool, limits: Limits, timeout: int) -> None:
+        self.channel = Channel(sock, max_data=0, peer="the judge")
+        self.sandboxed, self.limits, self.timeout = sandboxed, limits, timeout
+        self.students: dict[int, student_process.StudentProcess] = {}
+        self.started = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                header, _, fds = self.channel.receive()
+            except ChannelError:
+                return
+            Channel._close_fds(fds)
+            handed: socket.socket | None = None
+            try:
+                reply, handed = self._handle(header)
+            except (ChannelError, OSError, ValueError, KeyError, TypeError) as exc:
+                reply = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+            try:
+                self.channel.send(reply, fds=(handed.fileno(),) if handed is not None else ())
+            except ChannelError:
+                return
+            finally:
+                if handed is not None:
+                    handed.close()
+
+    def _handle(self, header: dict) -> tuple[dict, socket.socket | None]:
+        if "start" in header:
+            request = header["start"]
+            harness = str(request.get("harness", ""))
+            if not labs.course_module(harness.partition(":")[0]) or not harness.partition(":")[2].isidentifier():
+                raise ValueError(f"not a course harness: {harness!r}")
+            if self.started >= self.MAX_STUDENTS:
+                raise ValueError(f"a judge may start at most {self.MAX_STUDENTS} student processes")
+            cpu = request.get("cpu")
+            seconds = min(float(request.get("seconds") or self.timeout), float(self.timeout))
+            self.started += 1
+            record, sock = student_process.start(
+                self.started, harness, sandboxed=self.sandboxed, ids=confinement.student_ids(self.sandboxed),
+                limits=self.limits, cpu=int(cpu) if cpu is not None else None, seconds=seconds)
+            self.students[record.ident] = record
+            return {"id": record.ident}, sock
+        for verb in ("stats", "pause", "resume", "reset_peak", "stop"):
+            if verb in header:
+                record = self.students.get(header[verb])
+                if record is None:
+                    raise KeyError(f"no student process {header[verb]!r}")
+                if verb == "stats":
+                    return record.stats(), None
+                if verb == "stop":
+                    self.students.pop(record.ident).stop()
+                else:
+                    getattr(record, verb)()
+                return {"done": verb}, None
+        raise ValueError(f"the grader does not know the request {sorted(header)[:3]}")
+
+    def close(self) -> None:
+        self.channel.close()
+        self.thread.join(timeout=10)
+        for record in list(self.students.values()):
+            record.stop()
+        self.students.clear()
+
+
+@contextlib.contextmanager
+def serving(*, limits: Limits | None = None, sandbox: bool | None = None, timeout: int = 600):
+    """Let this process act as a judge while the block runs: a judge's function called here (a test, a
+    benchmark) gets its student processes from a :class:`_Service` thread of this process, confined as
+    in grading."""
+    from util import student_process as client
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    sandboxed = confinement.available() if sandbox is None else sandbox
+    service = _Service(ours, sandboxed=sandboxed, limits=limits or Limits(), timeout=timeout)
+    previous, client._service = client._service, Channel(theirs, max_data=0, peer="the grader")
+    try:
+        yield service
+    finally:
+        client._service.close()
+        client._service = previous
+        service.close()
+
+
 def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *, limits: Limits,
-               sandboxed: bool, timeout: int) -> int | None:
+               sandboxed: bool, timeout: int, reveal: tuple[Path, ...]) -> int | None:
     """Judge ``cases[first:]`` in one judge process, filling ``results``; the index of the case it
-    stopped on without a verdict (``results`` then holds why), or ``None`` when it judged them all."""
-    owner = confinement.student_ids(sandboxed)
+    stopped on without a verdict (``results`` then holds why), or ``None`` when it judged them all.
+
+    The judge runs as the judge's user (:func:`grader.execute.confinement.judge_ids`), never the
+    student's, reads only its lab's judges among the grader-only files (``reveal``), and may ask this
+    process for student processes through a socket of its own (:class:`_Service`)."""
+    owner = confinement.judge_ids(sandboxed)
     scratch = disk.Scratch.create("judge", disk=JUDGE_DISK, owner=owner, filesystem=False)
     group = cgroups.create(memory=limits.memory, tasks=task_limit(limits))
     watchdog = None
+    service = None
     current = first
     garbage = False
     try:
@@ -93,11 +196,17 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
             scratch.folder(name)
         command = launch.command_prefix(scratch.path, sandboxed=sandboxed, ids=owner, limits=limits,
                                          cgroup=group.procs_file if group else None, readable=(files_dir,),
-                                         judges=True)
-        process = subprocess.Popen(command + [sys.executable, "-c", WORKER.read_text(encoding="utf-8")],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                   cwd=scratch.path, env=judge_env(scratch.path, sandboxed), text=True,
-                                   start_new_session=True)
+                                         reveal=reveal)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = {**judge_env(scratch.path, sandboxed), SERVICE_FD_ENV: str(theirs.fileno())}
+        try:
+            process = subprocess.Popen(command + [sys.executable, "-c", WORKER.read_text(encoding="utf-8")],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       cwd=scratch.path, env=env, text=True, start_new_session=True,
+                                       pass_fds=(theirs.fileno(),))
+        finally:
+            theirs.close()
+        service = _Service(ours, sandboxed=sandboxed, limits=limits, timeout=timeout)
         watchdog = Watchdog(process.pid, memory=limits.memory, procs=limits.procs, scratch=scratch,
                             disk=JUDGE_DISK, cgroup=group, deadline=time.monotonic() + timeout)
         lines: queue.Queue = queue.Queue()
@@ -137,6 +246,8 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
     finally:
         if watchdog is not None:
             watchdog.stop()
+        if service is not None:
+            service.close()
         if group is not None:
             try:
                 group.remove()
@@ -146,12 +257,13 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
 
 
 def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
-          sandbox: bool | None = None) -> list[list[str]]:
+          sandbox: bool | None = None, reveal: tuple[Path, ...] = ()) -> list[list[str]]:
     """Problems per case (empty: passed) for ``cases``, each ``{"check": "module:function", "spec":
     ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
 
     ``timeout`` bounds each case (the run's ``Deadlines.judge``); ``limits`` bounds the judge's memory
-    and processes; ``sandbox`` forces the sandbox on or off (default: on where it works).
+    and processes (and each student process's it starts); ``reveal`` lists the grader-only files it
+    may read (its lab's judges: :func:`util.labs.judge_paths`); ``sandbox`` forces the sandbox on or off (default: on where it works).
     """
     limits = limits or Limits()
     sandboxed = confinement.available() if sandbox is None else sandbox
@@ -159,7 +271,7 @@ def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limi
     first = 0
     while first < len(cases):
         stopped = _run_judge([dict(c) for c in cases], first, results, files_dir.resolve(), limits=limits,
-                             sandboxed=sandboxed, timeout=timeout)
+                             sandboxed=sandboxed, timeout=timeout, reveal=reveal)
         if stopped is None:
             break
         first = stopped + 1

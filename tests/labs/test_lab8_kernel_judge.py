@@ -1,8 +1,10 @@
 """Lab 8's kernel judge against libraries that are wrong, slow, crash, hang, lie or cheat.
 
 The grader times and checks a student's compiled library in processes of its own
-(``util.labs.lab8.judge_timing``); each library here is a few lines of C++ built with the course's flags
-(about 0.3 s each), so the whole file takes about 15 s.
+(``util.labs.lab8.judge_timing``): the library in a student process the grader starts (this test
+process stands for the judge, ``grader.judge.isolated.serving``), the naive kernel in one of the
+judge's. Each library here is a few lines of C++ built with the course's flags (about 0.3 s each), so
+the whole file takes about 20 s.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 
 from grader.author.build import SOLUTIONS
+from grader.judge.isolated import serving
 from util.artifacts import save_arrays
 from util.labs import get_lab
 from util.labs.lab8 import judge
@@ -21,6 +24,13 @@ from util.labs.lab8.kernel import NAIVE_SOURCE, KernelBuildError, build_library,
 from util.labs.lab8.tasks import KERNEL
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def judge_here():
+    """This process is the judge: its calls get student processes from the grader's service."""
+    with serving():
+        yield
 LAB = get_lab("lab8")
 SIGNATURE = "void mm_fast(const float* A, const float* B, float* C, int M, int K, int N)"
 IKJ = SIGNATURE + """ {
@@ -92,7 +102,8 @@ def test_crash_exception_and_garbage_are_reported(tmp_path):
     throws = SIGNATURE + ' { throw std::logic_error("Implement task 8.4: Fast matmul kernel"); }'
     assert verdict(library(tmp_path, throws, "throws"), check=ODD) == [
         "mm_fast on 1x1 @ 1x1 raised: Implement task 8.4: Fast matmul kernel"]
-    assert "exited (status 1)" in verdict(b"not a shared library", check=ODD)[0]
+    assert verdict(b"not a shared library", check=ODD)[0].startswith(
+        "loading the library raised: the library could not be loaded:")
 
 
 def test_a_hang_is_stopped_at_the_deadline(tmp_path, monkeypatch):

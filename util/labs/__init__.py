@@ -135,14 +135,26 @@ def source_files(lab: Lab) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
-def grader_only_paths() -> list[Path]:
-    """The :data:`GRADER_ONLY` files and folders of every lab folder (topmost ones only), which the
-    sandbox hides from graded kernels and the student copies leave out."""
+def grader_only_paths(lab: Lab | None = None) -> list[Path]:
+    """The :data:`GRADER_ONLY` files and folders of every lab folder (or of ``lab``'s; topmost ones
+    only): the one list every sandbox the grader starts hides, and the student copies leave out."""
     found = []
-    for lab in LABS.values():
-        root = folder(lab)
+    for each in [lab] if lab is not None else LABS.values():
+        root = folder(each)
         for path in sorted(root.rglob("*")):
             relative = path.relative_to(root)
             if "__pycache__" not in relative.parts and grader_only(relative) and not grader_only(relative.parent):
                 found.append(path)
     return found
+
+
+def course_module(module: str) -> bool:
+    """Whether ``module`` is one of the course's: under ``util``, or a lab package of an extra lab folder
+    (a test lab). A judge may only name such a module as a student process's harness."""
+    top = module.split(".")[0]
+    return bool(module) and (top == "util" or top in {p for p in PACKAGES.values() if "." not in p})
+
+
+def judge_paths(lab: Lab) -> list[Path]:
+    """``lab``'s own judges (its grader-only files but the mistakes): what its judge process may read."""
+    return [path for path in grader_only_paths(lab) if path.name != "mistakes.py"]

@@ -30,3 +30,74 @@ def check_size(spec, data, tolerance):
     if data == b"many":
         return [f"problem {i}: " + "x" * 5000 for i in range(1000)]  # bounded by the judge
     return [] if len(data) >= 4 else [f"only {len(data)} bytes"]
+
+
+def check_student_function(spec, data, tolerance):
+    """``f(n) == n * n`` for n = 0..spec["n"], computed by the student's code (the file: its source) in a
+    student process; the judge also reports what the grader measured of that process when asked."""
+    from util.student_process import ChannelError, StudentProcess
+
+    problems = []
+    try:
+        with StudentProcess.start(spec["harness"],
+                                  seconds=spec.get("seconds", 60)) as student:
+            student.send({"code": True}, data=data)
+            reply, _ = student.receive(timeout=30)
+            if reply.get("loaded") is not True:
+                return [f"the code did not load: {str(reply.get('raised'))[:200]}"]
+            for n in range(spec.get("n", 5)):
+                student.send({"call": n})
+                reply, _ = student.receive(timeout=30)
+                if reply.get("value") != n * n or type(reply.get("value")) is not int:
+                    problems.append(f"f({n}) is {str(reply.get('value', reply.get('raised')))[:80]}, not {n * n}")
+                    break
+            if spec.get("stats"):
+                problems += [f"stats {sorted(student.stats())}"]
+    except ChannelError as exc:
+        problems.append(f"the student process failed: {exc}")
+    return problems
+
+
+def readable(paths):
+    """Indices of the ``paths`` whose content this process can read (a hidden file reads empty or fails)."""
+    found = []
+    for index, path in enumerate(paths):
+        try:
+            with open(path, "rb") as handle:
+                if handle.read(1):
+                    found.append(index)
+        except OSError:
+            continue
+    return found
+
+
+def check_probe(spec, data, tolerance):
+    """For tests of the walls: what this judge can read of ``spec["paths"]``, and what the student's
+    code (the file: source defining ``probe()``) found and did in a student process; ``spec["spin"]``
+    also reports the grader's CPU measurement of it, paused and running. Each finding is one 'problem'
+    line of JSON, so the test reads them all."""
+    import json
+    import time
+
+    from util.student_process import ChannelError, StudentProcess
+
+    out = [json.dumps({"judge": readable(spec["paths"])})]
+    try:
+        with StudentProcess.start("lab900.student_harness:serve", seconds=60) as student:
+            student.send({"code": True}, data=data)
+            student.receive(timeout=30)
+            student.send({"call": 0})
+            reply, _ = student.receive(timeout=60)
+            out.append(json.dumps({"student": reply}))
+            if spec.get("spin"):
+                student.pause()
+                first = student.stats()["cpu_seconds"]
+                time.sleep(1.0)
+                paused = student.stats()["cpu_seconds"]
+                student.resume()
+                time.sleep(1.0)
+                out.append(json.dumps({"cpu": [first, paused, student.stats()["cpu_seconds"]]}))
+    except ChannelError as exc:
+        out.append(json.dumps({"error": str(exc)}))
+    out.append(json.dumps({"judge_alive": True}))
+    return out

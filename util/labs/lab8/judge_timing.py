@@ -1,17 +1,23 @@
 """Running and timing a student's kernel library where the student's code cannot reach the clock.
 
-The grader (never the student's kernel) calls :func:`judge_library` with the library's bytes. It
-starts two fresh Python processes of its own, one with the student's library and one with the
-course's naive kernel, each pinned to the same single CPU with ``OMP_NUM_THREADS=1``. Inputs go
-through a shared file the grader fills with fresh random numbers before every call (so a library
-cannot remember an earlier answer), and the grader itself:
+The grader's judge (never the student's kernel) calls :func:`judge_library` with the library's bytes.
+The student's library runs in a **student process** the grader starts for the judge
+(:mod:`util.student_process`, harness :mod:`util.labs.lab8.student_harness`): another user, another
+process namespace, a sandbox of its own; it can neither signal, trace nor read the judge or the
+baseline. The course's naive kernel (built by the grader's prepare step into the export cache, whose
+hash the grader verifies before every submission; built afresh in the judge's own folder only when
+that cache is missing) runs in a process of the judge's. Both are pinned to the same single CPU with
+``OMP_NUM_THREADS=1``. Inputs go through a memory file the judge fills with fresh random numbers
+before every call (so a library cannot remember an earlier answer), and the judge itself:
 
-* checks every result against float64 numpy (``C`` is filled with NaN before each call, so a
-  kernel that accumulates into ``C`` or skips elements fails);
-* times each call from its own side of a pipe, naive and student calls interleaved, and takes the
-  best of ``pairs`` of each (noise only ever adds time);
+* checks every result against float64 numpy computed from ITS OWN copies of ``A`` and ``B`` (a library
+  that rewrites its inputs gains nothing; ``C`` is filled with NaN before each call, so a kernel that
+  accumulates into ``C`` or skips elements fails);
+* times each call from its own side of a socket, naive and student calls interleaved, and takes the
+  best of ``pairs`` of each (noise only ever adds time); while the naive kernel is timed, every
+  process of the student's is stopped by the grader (nothing of it can run beside the baseline);
 * refuses a library that loaded a BLAS, that left its CPU or that used more CPU time than wall time
-  (more than one thread);
+  (more than one thread), as the grader measures the student process from outside;
 * reports a crash (the signal), a hang (a per-call deadline), or a C++ exception (its message).
 """
 from __future__ import annotations
@@ -158,15 +164,25 @@ class Arena:
         self._memory = mmap.mmap(self._fd, self.size)
         self.floats = np.frombuffer(self._memory, dtype=np.float32)
 
+    @property
+    def fd(self) -> int:
+        """The arena's descriptor (handed to the student process with its library)."""
+        return self._fd
+
     def fill(self, rng: np.random.Generator, m: int, k: int, n: int):
-        """Fresh ``A`` and ``B`` from ``rng``, ``C`` all NaN; returns the three views and their byte offsets."""
-        a = self.floats[:m * k].reshape(m, k)
-        b = self.floats[m * k:m * k + k * n].reshape(k, n)
+        """Fresh ``A`` and ``B`` from ``rng``, ``C`` all NaN; returns the judge's own COPIES of ``A`` and
+        ``B`` (whatever the kernel writes into the arena), the arena's view of ``C``, and their byte offsets."""
+        a = rng.uniform(-1, 1, (m, k)).astype(np.float32)
+        b = rng.uniform(-1, 1, (k, n)).astype(np.float32)
+        self.floats[:m * k] = a.ravel()
+        self.floats[m * k:m * k + k * n] = b.ravel()
         c = self.floats[m * k + k * n:m * k + k * n + m * n].reshape(m, n)
-        a[...] = rng.uniform(-1, 1, (m, k))
-        b[...] = rng.uniform(-1, 1, (k, n))
         c[...] = np.nan
         return a, b, c, (0, 4 * m * k, 4 * (m * k + k * n))
+
+    def close(self) -> None:
+        """Close the descriptor (the memory goes with the last view of it)."""
+        os.close(self._fd)
 
 
 def wrong_elements(c: np.ndarray, a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> str | None:
@@ -180,6 +196,82 @@ def wrong_elements(c: np.ndarray, a: np.ndarray, b: np.ndarray, rtol: float, ato
             f"instead of {expected[i, j]:.6g}")
 
 
+class StudentKernel:
+    """The student's library in a student process (see the module's docstring), called like :class:`Child`."""
+
+    def __init__(self, library: bytes, arena: "Arena", cpu: int) -> None:
+        from util.student_process import ChannelError, StudentProcess
+
+        self.name, self.cpu = "mm_fast", cpu
+        try:
+            self.process = StudentProcess.start("util.labs.lab8.student_harness:serve", cpu=cpu, max_data=1 << 16,
+                                                seconds=600)
+        except ChannelError as exc:
+            raise KernelFailure(f"the grader could not start a process for mm_fast ({exc})") from None
+        try:
+            self.process.send({"load": "mm_fast"}, data=library, fds=(arena.fd,))
+        except ChannelError:
+            raise KernelFailure(f"mm_fast {self._death()} while loading the library") from None
+        self._answer(LOAD_SECONDS, "loading the library", expect="ready")
+
+    def _death(self) -> str:
+        from util.student_process import ChannelError
+
+        try:
+            code = self.process.stats().get("exit")
+        except ChannelError:
+            code = None
+        if isinstance(code, int) and code > 128:
+            try:
+                return f"crashed ({signal.Signals(code - 128).name})"
+            except ValueError:
+                return f"crashed (signal {code - 128})"
+        return f"exited (status {code})" if code is not None else "stopped answering"
+
+    def _answer(self, seconds: float, doing: str, expect: str = "ok") -> None:
+        from util.student_process import ChannelError
+
+        try:
+            reply, _ = self.process.receive(timeout=seconds)
+        except ChannelError as exc:
+            if "time allowed" in str(exc):
+                raise KernelFailure(f"mm_fast did not finish {doing} within {seconds:.0f} s") from None
+            raise KernelFailure(f"mm_fast {self._death()} while {doing}") from None
+        if reply.get(expect) is True:
+            return
+        error = reply.get("error")
+        raise KernelFailure(f"{doing} raised: {str(error)[:250]}" if isinstance(error, str)
+                            else f"mm_fast answered something unexpected while {doing}")
+
+    def call(self, m: int, k: int, n: int, offsets: tuple[int, int, int], seconds: float) -> float:
+        """Run one multiplication; return its wall time as the judge saw it."""
+        from util.student_process import ChannelError
+
+        doing = f"mm_fast on {m}x{k} @ {k}x{n}"
+        start = time.perf_counter()
+        try:
+            self.process.send({"call": [m, k, n, *offsets]})
+        except ChannelError:
+            raise KernelFailure(f"mm_fast {self._death()}") from None
+        self._answer(seconds, doing)
+        return time.perf_counter() - start
+
+    def stats(self) -> dict:
+        """The grader's measurement of the student process (CPU seconds, CPUs, libraries)."""
+        return self.process.stats()
+
+    def close(self) -> None:
+        self.process.close()
+
+
+def naive_library(folder: Path) -> Path:
+    """The course's naive kernel: from the export cache the grader filled and verified (the prepare step),
+    else built afresh in ``folder`` (the judge's own)."""
+    from util.labs.lab8.kernel import build_naive, cached_naive
+
+    return cached_naive() or build_naive(folder / "naive")
+
+
 def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed: Sequence[Sequence[int]] = (),
                   pairs: int = 5, min_speedup: float = 3.0, seed: int = 0, rtol: float = 1e-4,
                   atol: float = 1e-4) -> tuple[list[str], dict[str, float]]:
@@ -188,22 +280,18 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
     ``check``: sizes ``(M, K, N)`` multiplied once each and compared with float64. ``timed``: a
     sequence of sizes run as one workload, ``pairs`` times interleaved with the naive kernel; every
     timed result is checked too. Passes when the best naive workload time is at least
-    ``min_speedup`` times the best of the student's.
+    ``min_speedup`` times the best of the student's. Runs in a grader's judge process (or under
+    ``grader.judge.isolated.serving()``): the student's library runs in a student process.
     """
     rng = np.random.default_rng(seed)
     measured: dict[str, float] = {}
-    from util.labs.lab8.kernel import build_naive
-
     with tempfile.TemporaryDirectory(prefix="lab8-judge-") as tmp:
         folder = Path(tmp)
-        student = folder / "student.so"
-        student.write_bytes(library)
         arena = Arena(folder, [*check, *timed])
         cpu = max(os.sched_getaffinity(0))
-        children: list[Child] = []
+        fast = naive = None
         try:
-            fast = Child(student, "mm_fast", arena, cpu, folder)
-            children.append(fast)
+            fast = StudentKernel(library, arena, cpu)
             for m, k, n in check:
                 a, b, c, offsets = arena.fill(rng, m, k, n)
                 fast.call(m, k, n, offsets, CALL_SECONDS)
@@ -212,30 +300,37 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
                     return [f"mm_fast on {m}x{k} @ {k}x{n}: {wrong}"], measured
             if not timed:
                 return [], measured
-            naive = Child(build_naive(folder / "naive"), "mm_naive", arena, cpu, folder)
-            children.append(naive)
+            naive = Child(naive_library(folder), "mm_naive", arena, cpu, folder)
             best = {"naive": float("inf"), "fast": float("inf")}
-            cpu_before, fast_wall = fast.cpu_seconds(), 0.0
+            cpu_before, fast_wall = fast.stats()["cpu_seconds"], 0.0
             for _ in range(pairs):
                 spent = {"naive": 0.0, "fast": 0.0}
                 for m, k, n in timed:
                     a, b, c, offsets = arena.fill(rng, m, k, n)
-                    spent["naive"] += (t_naive := naive.call(m, k, n, offsets, 60.0))
+                    fast.process.pause()  # nothing of the student's runs while the baseline is timed
+                    try:
+                        spent["naive"] += (t_naive := naive.call(m, k, n, offsets, 60.0))
+                    finally:
+                        fast.process.resume()
                     a, b, c, offsets = arena.fill(rng, m, k, n)
                     spent["fast"] += fast.call(m, k, n, offsets, max(CALL_SECONDS, 20 * t_naive))
                     wrong = wrong_elements(c, a, b, rtol, atol)
                     if wrong:
                         return [f"mm_fast on {m}x{k} @ {k}x{n} (timed): {wrong}"], measured
-                    if fast.left_its_cpu():
+                    if fast.stats()["cpus"] != [cpu]:
                         return ["mm_fast changed its CPU affinity: it is timed on one core, with one thread"], measured
                 best = {key: min(best[key], spent[key]) for key in best}
                 fast_wall += spent["fast"]
-            used, loaded = fast.cpu_seconds() - cpu_before, fast.libraries()
+            after = fast.stats()
+            used = after["cpu_seconds"] - cpu_before
+            loaded = sorted(name for name in after["libraries"] if any(word in name.lower() for word in FORBIDDEN))
         except KernelFailure as failure:
             return [str(failure)], measured
         finally:
-            for child in children:
-                child.close()
+            for child in (fast, naive):
+                if child is not None:
+                    child.close()
+            arena.close()
     measured = {"naive_s": best["naive"], "fast_s": best["fast"], "speedup": best["naive"] / best["fast"]}
     problems = []
     if loaded:

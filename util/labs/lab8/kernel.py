@@ -107,6 +107,43 @@ def build_library(source: str | os.PathLike, name: str = "mm_fast", build_dir: s
     return library
 
 
+def _naive_name() -> str:
+    """The naive kernel's file name in the ``native`` cache: it changes with the source, the flags,
+    the compiler and the CPU (``-march=native`` code runs only where it was built)."""
+    try:
+        compiler = subprocess.run(["g++", "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        compiler = "no g++"
+    try:
+        cpu = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        cpu = ""
+    parts = [NAIVE_SOURCE, ENTRY, *FLAGS, compiler, cpu]
+    return f"mm_naive_{hashlib.sha256(chr(0).join(parts).encode()).hexdigest()[:16]}.so"
+
+
+def cached_naive() -> Path | None:
+    """The naive kernel the grader's prepare step built into the ``native`` export cache (its size and
+    hash verified by the grader before every submission; read-only to everything it grades), or ``None``."""
+    from util import export_cache
+
+    return export_cache.find("native", _naive_name())
+
+
+def prepare_naive() -> Path:
+    """Build the naive kernel into the ``native`` export cache (the grader's prepare step, outside any sandbox)."""
+    import tempfile
+
+    from util import export_cache
+
+    found = cached_naive()
+    if found is not None:
+        return found
+    with tempfile.TemporaryDirectory(prefix="naive-") as tmp:
+        built = build_naive(tmp)
+        return export_cache.store("native", _naive_name(), built.read_bytes(), stale="mm_naive_*.so")
+
+
 def build_naive(build_dir: str | os.PathLike) -> Path:
     """The course's naive kernel (``NAIVE_SOURCE``) as a library in ``build_dir``."""
     folder = Path(build_dir)

@@ -109,10 +109,14 @@ def _end_to_end(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def prepare() -> None:
-    """Fill the ONNX export cache with ResNet-18 at 1x3x64x64 (hidden cases of 8.1 and 8.2)."""
+    """Fill the ONNX export cache with ResNet-18 at 1x3x64x64 (hidden cases of 8.1 and 8.2) and the
+    ``native`` cache with the course's naive kernel, the baseline 8.4 and 8.5 are timed against (built
+    here, by the grader, before any student code runs; never where a student's process can write)."""
     from util.labs.lab8.graphs import resnet18
+    from util.labs.lab8.kernel import prepare_naive
 
     resnet18()
+    prepare_naive()
 
 
 def _kernel_case(name: str, points: float, **spec: Any) -> Case:
