@@ -36,7 +36,6 @@ DISK = 256 << 20
 """Disk a student process may use in its scratch folder (a library, a few arrays)."""
 BOOT = "from util.student_process import main; main()"
 """What the confined Python runs: the course's side of the channel (:func:`util.student_process.main`)."""
-MARK = "util.student_process import main"
 
 
 @dataclass
@@ -66,7 +65,7 @@ class StudentProcess:
         running = []
         for proc in self.tree():
             try:
-                if MARK in " ".join(proc.cmdline()):
+                if proc.cmdline()[1:] == ["-c", BOOT]:  # not bwrap nor a launcher, whose arguments hold it too
                     running.append((proc.create_time(), proc.pid, proc))
             except psutil.Error:
                 continue

@@ -18,32 +18,65 @@ BASELINE_SEED = 20240601
 """Seed of the grader's own random inputs (task 6.3's baseline)."""
 
 
-def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 6.3: the saved ``x`` is in shape and range, and its error is at least ``RATIO`` times the
-    median error of ``BASELINE_INPUTS`` uniform random inputs the grader draws itself."""
+REPLAY_SEED = 906_303
+"""The seed the grader's replay of a search gets (the notebook's run had the case's own)."""
 
-    from util.artifacts import load_arrays
+
+def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 6.3: the grader replays the student's search (``search_input``, as the case saved it) in a
+    student process, with a seed of its own, serving every call of its error function itself and
+    refusing past the budget; the input the replay returns must be in shape and range, and its error at
+    least ``RATIO`` times the median error of ``BASELINE_INPUTS`` uniform random inputs the grader draws."""
+    import numpy as np
+
+    from util.artifacts import read_saved_arrays
     from util.labs.lab6 import zoo
     from util.labs.lab6.search import BASELINE_INPUTS, RATIO, ErrorFunction, baseline
+    from util.student_process import ChannelError, StudentProcess
 
+    arrays, problems = read_saved_arrays(data, expected=("x", "search"))
+    if problems:
+        return problems
+    shape, budget = zoo.SHAPES[spec["model"]], int(spec["budget"])
+    model = zoo.load(spec["model"])
+    served = ErrorFunction(model, shape, spec["low"], spec["high"], budget)
+    x = None
     try:
-        arrays = load_arrays(data)
-    except ValueError:
-        return ["the saved input is not a readable .npz of arrays"]
-    if set(arrays) != {"x"}:
-        return [f"the saved file holds {sorted(arrays)}; expected one array 'x'"]
-    shape = zoo.SHAPES[spec["model"]]
-    error_fn = ErrorFunction(zoo.load(spec["model"]), shape, spec["low"], spec["high"], BASELINE_INPUTS + 1)
+        with StudentProcess.start("util.labs.lab6.search_harness:serve", max_data=1 << 24, seconds=100) as student:
+            student.send({"search": [list(shape), spec["low"], spec["high"], budget, REPLAY_SEED]},
+                         data=arrays["search"].tobytes())
+            while x is None:
+                reply, body = student.receive(timeout=90)
+                if "evaluate" in reply:
+                    if served.calls >= budget:
+                        student.send({"refused": "budget"})
+                        continue
+                    try:
+                        candidate = np.frombuffer(body, dtype=np.float32).reshape(shape)
+                        student.send({"error": float(served(candidate))})
+                    except ValueError as exc:
+                        student.send({"refused": str(exc)[:300]})
+                elif "result" in reply:
+                    x = np.frombuffer(body, dtype=np.float32)
+                    if x.size != int(np.prod(shape)):
+                        return [f"the replayed search returned {x.size} values; expected an input of shape {list(shape)}"]
+                    x = x.reshape(shape)
+                else:
+                    return [f"replayed by the grader, search_input raised {str(reply.get('raised'))[:250]}"]
+    except ChannelError as exc:
+        return [f"the grader's replay of search_input failed: {exc}"]
+    checker = ErrorFunction(model, shape, spec["low"], spec["high"], BASELINE_INPUTS + 1)
     try:
-        x = error_fn.validate(arrays["x"])
+        x = checker.validate(x)
     except ValueError as exc:
         return [str(exc)]
-    error = error_fn(x)
-    median = baseline(error_fn, BASELINE_SEED)
+    error = checker(x)
+    median = baseline(checker, BASELINE_SEED)
     ratio = error / median if median else float("inf")
     if not ratio >= RATIO:
         return [f"the input's error is {error:.2g}, {ratio:,.1f}x the median of {BASELINE_INPUTS} uniform random "
-                f"inputs ({median:.2g}); at least {RATIO}x is needed"]
+                f"inputs ({median:.2g}); at least {RATIO}x is needed (found by the grader's replay of your search "
+                f"with its own seed, within {budget} calls)"]
     return []
 
 

@@ -44,6 +44,9 @@ def _metrics(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _search(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import cloudpickle
+    import numpy as np
+
     from util.artifacts import save_arrays
     from util.labs.lab6 import zoo
     from util.labs.lab6.search import ErrorFunction
@@ -51,7 +54,8 @@ def _search(fn: Callable, spec: Mapping[str, Any]) -> Any:
     shape = zoo.SHAPES[spec["model"]]
     error_fn = ErrorFunction(zoo.load(spec["model"]), shape, spec["low"], spec["high"], spec["budget"])
     x = fn(error_fn, shape, spec["low"], spec["high"], spec["budget"], spec["seed"])
-    return save_arrays({"x": error_fn.validate(x)}, spec, LAB_NAME)
+    search = np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)  # the grader replays it, counting the calls
+    return save_arrays({"x": error_fn.validate(x), "search": search}, spec, LAB_NAME)
 
 
 def _trace(fn: Callable, spec: Mapping[str, Any]) -> Any:

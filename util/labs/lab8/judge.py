@@ -17,7 +17,7 @@ import numpy as np
 
 from util.artifacts import load_arrays
 from util.contract import Tolerance
-from util.labs.lab8.verify import matmul_sizes, output_problems, reference_values, run_problems
+from util.labs.lab8.verify import PEAK_BYTES, matmul_sizes, output_problems, reference_values, run_problems
 
 
 def _setting(spec: Mapping[str, Any]):
@@ -43,13 +43,52 @@ def check_plan(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
 
 
 def check_execution(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 8.3: :func:`run_problems` on the arrays the case saved."""
+    """Task 8.3: :func:`run_problems` on the arrays the case saved, then the grader's own measurement of
+    what the student's ``execute`` allocates (:func:`remeasured_growth`), which code in the student's
+    kernel cannot switch off as it could ``tracemalloc`` there."""
+    from util.artifacts import read_saved_arrays
+
     model, sizes, feeds = _setting(spec)
+    saved, problems = read_saved_arrays(data)
+    if problems:
+        return problems
+    problems = run_problems(model, sizes, feeds, {k: v for k, v in saved.items() if k != "execute"}, tolerance)
+    if problems or "execute" not in saved:
+        return problems or ["the case saved no execute function for the grader to run again"]
+    growth = remeasured_growth(spec, saved["execute"].tobytes())
+    if isinstance(growth, str):
+        return [growth]
+    if growth is not None and growth > PEAK_BYTES:
+        return [f"run again by the grader, execute made the process's memory grow by {growth:,} bytes besides the "
+                f"pool (at most {PEAK_BYTES:,}): write every result into its view with out="]
+    return []
+
+
+def remeasured_growth(spec: Mapping[str, Any], pickled: bytes) -> int | str | None:
+    """Bytes the student's ``execute`` (``pickled``) adds to its process's peak resident memory when the
+    grader runs it again in a student process (:mod:`util.labs.lab8.execute_harness`), measured by the
+    grader from outside; a message when it could not run; ``None`` where the peak cannot be restarted
+    (only a root grader may: the process is not dumpable), so nothing is re-measured there."""
+    from util.student_process import ChannelError, StudentProcess
+
     try:
-        saved = load_arrays(data)
-    except ValueError as exc:
-        return [str(exc)]
-    return run_problems(model, sizes, feeds, saved, tolerance)
+        with StudentProcess.start("util.labs.lab8.execute_harness:serve", seconds=100) as student:
+            student.send({"setting": dict(spec)}, data=pickled)
+            reply, _ = student.receive(timeout=90)
+            if reply.get("ready") is not True:
+                return f"run again by the grader, execute raised {str(reply.get('raised'))[:250]}"
+            try:
+                student.reset_peak()
+            except ChannelError:
+                return None
+            before = student.stats()["rss"]
+            student.send({"go": True})
+            reply, _ = student.receive(timeout=90)
+            if reply.get("done") is not True:
+                return f"run again by the grader, execute raised {str(reply.get('raised'))[:250]}"
+            return max(0, int(student.stats()["peak_rss"]) - int(before))
+    except ChannelError as exc:
+        return f"the grader could not run execute again ({exc})"
 
 
 def check_kernel(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
