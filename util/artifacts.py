@@ -156,20 +156,3 @@ def _listed(names: Iterable[str], most: int = 8) -> str:
     names = sorted(str(name) for name in names)
     shown = ", ".join(repr(name[:40]) for name in names[:most])
     return f"[{shown}{f', ... ({len(names)} in all)' if len(names) > most else ''}]"
-
-
-def load_arrays(data: bytes) -> dict[str, Any]:
-    """The arrays of an ``.npz`` saved by :func:`save_arrays` (never unpickles: safe on any bytes).
-
-    Raises ``ValueError`` for bytes that are not such a file.
-    """
-    import io
-    import zipfile
-
-    import numpy as np
-
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as found:
-            return {key: found[key] for key in found.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"not an array file saved by save_arrays ({type(exc).__name__}: {exc})") from None

@@ -22,16 +22,13 @@ def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
     """Task 6.3: the saved ``x`` is in shape and range, and its error is at least ``RATIO`` times the
     median error of ``BASELINE_INPUTS`` uniform random inputs the grader draws itself."""
 
-    from util.artifacts import load_arrays
+    from util.artifacts import read_saved_arrays
     from util.labs.lab6 import zoo
     from util.labs.lab6.search import BASELINE_INPUTS, RATIO, ErrorFunction, baseline
 
-    try:
-        arrays = load_arrays(data)
-    except ValueError:
-        return ["the saved input is not a readable .npz of arrays"]
-    if set(arrays) != {"x"}:
-        return [f"the saved file holds {sorted(arrays)}; expected one array 'x'"]
+    arrays, problems = read_saved_arrays(data, expected=["x"])
+    if problems:
+        return problems
     shape = zoo.SHAPES[spec["model"]]
     error_fn = ErrorFunction(zoo.load(spec["model"]), shape, spec["low"], spec["high"], BASELINE_INPUTS + 1)
     try:
