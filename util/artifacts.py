@@ -6,13 +6,18 @@ patch ``allclose``). Such a case saves the thing as a file in the answers folder
 its name; the grader judges the file in its own process (``Task.grader_check``). The file name is
 derived from the case's input, so the grader finds the file without trusting anything the kernel
 says about it.
+
+Its users: the labs' ``run_case`` functions in the kernel (``save_model``, ``save_arrays``,
+``save_file``: ``util/labs/lab3`` and ``lab5``-``lab8`` ``tasks.py``), the labs' grader-side judges
+(``read_saved_arrays``: ``util/labs/lab5``-``lab8`` ``judge.py``, and the labs after them), and the grader,
+which finds each case's file by its name (``grader/judge/artifacts.py``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from util.answers import output_dir
 
@@ -86,18 +91,68 @@ def save_arrays(arrays: Mapping[str, Any], spec: Mapping[str, Any], lab_name: st
     return save_file(buffer.getvalue(), spec, lab_name, ".npz")
 
 
-def load_arrays(data: bytes) -> dict[str, Any]:
-    """The arrays of an ``.npz`` saved by :func:`save_arrays` (never unpickles: safe on any bytes).
+READ_FAILED = ("the file saved for this case is not the .npz of arrays the course saves after your function "
+               "returns ({why}); the grader reads numeric arrays only and never unpickles anything: do not write "
+               "into the answers folder's files/ yourself, and run the notebook again from the top")
+"""The one message every judge gives for saved arrays it cannot read; ``{why}`` says what was found."""
+WRONG_NAMES = ("the arrays saved for this case are named {found}; the grader expected exactly {expected}: "
+               "return one array for each of these names and no other")
+"""The message for readable arrays under other names than the judge expects."""
 
-    Raises ``ValueError`` for bytes that are not such a file.
+
+def read_saved_arrays(data: bytes, expected: Iterable[str] | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The arrays a case saved with :func:`save_arrays`, read for a judge: ``(arrays, problems)``.
+
+    ``arrays`` maps each name to a numpy array and ``problems`` is empty; or ``arrays`` is ``None``
+    and ``problems`` holds one sentence for the student saying what was expected, what was found and
+    what to do. The bytes may be anything (they come from the student's kernel): nothing is unpickled,
+    and every entry must be a plain numeric array. With ``expected``, the names must be exactly those.
+
+    A judge uses it as::
+
+        arrays, problems = read_saved_arrays(data, expected=["x"])
+        if problems:
+            return problems
     """
+    arrays, why = _read_npz(bytes(data))
+    if arrays is None:
+        return None, [READ_FAILED.format(why=why)]
+    if expected is not None and set(arrays) != set(expected):
+        return None, [WRONG_NAMES.format(found=_listed(arrays), expected=_listed(expected))]
+    return arrays, []
+
+
+def _read_npz(data: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The arrays of an ``.npz`` archive, or ``None`` and what is wrong with it."""
     import io
-    import zipfile
 
     import numpy as np
 
+    if not data:
+        return None, "it is empty"
+    if not data.startswith(b"PK"):
+        return None, "it is not an .npz (zip) archive"
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as found:
-            return {key: found[key] for key in found.files}
-    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-        raise ValueError(f"not an array file saved by save_arrays ({type(exc).__name__}: {exc})") from None
+            arrays = {key: found[key] for key in found.files}
+    except Exception as exc:  # noqa: BLE001 - zipfile, zlib and numpy raise many kinds on hostile bytes
+        # (MemoryError included: a hostile header can declare an array of terabytes)
+        if isinstance(exc, ValueError) and "allow_pickle" in str(exc):
+            return None, "an array in it holds Python objects"
+        return None, f"it cannot be read: {_first_line(exc)}"
+    strange = [key for key, value in arrays.items() if not isinstance(value, np.ndarray)]
+    if strange:
+        return None, f"its entry {strange[0][:40]!r} is not a .npy array"
+    return arrays, ""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:120]}" if text else type(exc).__name__
+
+
+def _listed(names: Iterable[str], most: int = 8) -> str:
+    """``['a', 'b']``, sorted, with at most ``most`` names shown."""
+    names = sorted(str(name) for name in names)
+    shown = ", ".join(repr(name[:40]) for name in names[:most])
+    return f"[{shown}{f', ... ({len(names)} in all)' if len(names) > most else ''}]"

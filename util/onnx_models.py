@@ -4,8 +4,14 @@ Nothing is downloaded. Exports are cached under ``build/onnx/`` in the repositor
 keyed by model name, input shape, opset and the versions of everything that shapes the graph, so
 a second call costs a file read instead of an export. ``help(export_torchvision)`` tells you more.
 
-``load_onnx`` is the loader the labs use: it explains what is wrong with a path or a model in
-plain words instead of a protobuf traceback.
+``make_model`` is how every hand-built graph of the course becomes a model: it writes the course's
+opset (:data:`OPSET`) and IR version (:data:`IR_VERSION`) so that onnxruntime loads it, or copies them
+from another model. ``load_onnx`` is the loader the labs use: it explains what is wrong with a path or a
+model in plain words instead of a protobuf traceback.
+
+Its users: the notebooks (``export_torchvision``, ``load_onnx``, ``tensor_bytes``) and every lab folder
+that builds or exports a graph (``util/labs/lab2``, ``lab3``, ``lab6``, ``lab7``, ``lab8``, and the labs
+after them): ``make_model`` is the one place a hand-built graph gets its opset and IR version.
 """
 from __future__ import annotations
 
@@ -119,7 +125,31 @@ def export_torchvision(name: str, path: str | os.PathLike | None = None, opset: 
     return onnx.load_from_string(data)
 
 
-# ---------------------------------------------------------------- a small hand-built graph
+# ---------------------------------------------------------------- hand-built graphs
+
+def make_model(graph: onnx.GraphProto, *, producer: str | None = None,
+               like: onnx.ModelProto | None = None) -> onnx.ModelProto:
+    """A model holding ``graph``, with the course's opset (17) and IR version (8).
+
+    Use it instead of ``onnx.helper.make_model``, which writes IR version 14: onnxruntime 1.31
+    refuses to load anything above 13 ("Unsupported model IR version"). ``like=other_model`` copies
+    ``other_model``'s opset imports and IR version instead, for a graph rebuilt from another model's
+    nodes. ``producer`` sets ``producer_name`` (left unset by default). Shapes are not inferred:
+    call ``onnx.shape_inference.infer_shapes`` on the result if you need them.
+
+    >>> from onnx import TensorProto, helper
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    >>> model = make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    >>> model.ir_version, model.opset_import[0].version
+    (8, 17)
+    """
+    opsets = like.opset_import if like is not None else [helper.make_opsetid("", OPSET)]
+    extra = {} if producer is None else {"producer_name": producer}
+    model = helper.make_model(graph, opset_imports=opsets, **extra)
+    model.ir_version = like.ir_version if like is not None else IR_VERSION
+    return model
+
 
 def tiny_shape_graph() -> onnx.ModelProto:
     """A 13-node graph that computes a shape at run time, as exported graphs often do.
@@ -158,9 +188,7 @@ def tiny_shape_graph() -> onnx.ModelProto:
         outputs=[helper.make_tensor_value_info("y", f32, [2, 3, 8]),
                  helper.make_tensor_value_info("new_shape", i64, [3])],
         initializer=[weight])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="util.onnx_models")
-    model.ir_version = IR_VERSION
+    model = make_model(graph, producer="util.onnx_models")
     return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
 
 

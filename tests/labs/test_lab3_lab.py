@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 
-from grader.core.notebook import solution_namespace
+from grader.author.solution import solution_namespace
 from grader.judge import artifacts
 from util.artifacts import case_file
 from util.labs import get_lab

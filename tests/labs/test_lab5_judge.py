@@ -200,9 +200,10 @@ def test_the_judge_never_unpickles_and_rejects_malformed_files(tmp_path):
     buffer = io.BytesIO()
     np.savez(buffer, weight=np.array([Payload()], dtype=object))
     spec = TASKS["5.1"].cases[0].spec
-    for data in (buffer.getvalue(), b"not a zip file"):
-        with pytest.raises(ValueError, match="not an array file saved by save_arrays"):
-            judge.check_fold_conv(spec, data, None)
+    for data, why in ((buffer.getvalue(), "an array in it holds Python objects"),
+                      (b"not a zip file", "it is not an .npz (zip) archive")):
+        (problem,) = judge.check_fold_conv(spec, data, None)
+        assert problem.startswith("the file saved for this case is not the .npz of arrays") and why in problem
     assert not witness.exists()
     buffer = io.BytesIO()
     np.savez(buffer, weight=np.zeros((8, 6, 3, 3)), geometry=np.array([1, 1, 1, 1, 1, 1, 0]),

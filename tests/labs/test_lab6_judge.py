@@ -36,12 +36,12 @@ def test_search_judge_passes_an_ill_conditioned_input_and_fails_uniform_random_o
 
 
 @pytest.mark.parametrize("data, message", [
-    (b"not an npz", "not a readable .npz"),
-    (_npz(x=np.zeros((16, 16), np.float32), y=np.zeros(1)), "expected one array 'x'"),
+    (b"not an npz", "is not the .npz of arrays the course saves after your function returns (it is not an .npz"),
+    (_npz(x=np.zeros((16, 16), np.float32), y=np.zeros(1)), "named ['x', 'y']; the grader expected exactly ['x']"),
     (_npz(x=np.zeros((16, 15), np.float32)), "x has shape [16, 15]; expected [16, 16]"),
     (_npz(x=np.full((16, 16), 2.0, np.float32)), "outside [-1, 1]"),
     (_npz(x=np.full((16, 16), np.nan, np.float32)), "outside [-1, 1]"),
-    (_npz(x=np.array([{"a": 1}], dtype=object)), "not a readable .npz"),   # pickled objects are never loaded
+    (_npz(x=np.array([{"a": 1}], dtype=object)), "(an array in it holds Python objects)"),   # never unpickled
 ])
 def test_search_judge_explains_bad_files(data, message):
     (problem,) = judge.check_search(SEARCH, data, EXACT)

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 
-from grader.core.notebook import solution_namespace
+from grader.author.solution import solution_namespace
 from grader.judge import artifacts
 from util.artifacts import case_file
 from util.contract import Tolerance
@@ -173,5 +173,5 @@ def test_a_run_with_wrong_numbers_or_garbage_is_refused(solution):
     sizes = shapes_and_sizes(model, spec["inputs"])
     assert verify.run_problems(model, sizes, feeds, arrays, OUTPUTS) == [
         "output 'y' differs from onnxruntime's by up to 0.001"]
-    assert judge.check_execution(spec, b"garbage", OUTPUTS)[0].startswith("not an array file")
+    assert judge.check_execution(spec, b"garbage", OUTPUTS)[0].startswith("the file saved for this case is not")
     assert judge.check_plan(LAB.task("8.2").cases[3].spec, b"{", Tolerance()) == ["the saved plan is not JSON"]

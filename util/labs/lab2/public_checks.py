@@ -19,6 +19,8 @@ def _toy():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from util.onnx_models import make_model
+
     f32 = TensorProto.FLOAT
     graph = helper.make_graph(
         [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
@@ -27,9 +29,7 @@ def _toy():
         "toy", inputs=[helper.make_tensor_value_info("x", f32, [1, 4])],
         outputs=[helper.make_tensor_value_info("y", f32, [1, 12])],
         initializer=[numpy_helper.from_array(np.ones((4, 8), dtype=np.float32), "W")])
-    toy = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    toy.ir_version = 8
-    return onnx.shape_inference.infer_shapes(toy)
+    return onnx.shape_inference.infer_shapes(make_model(graph))
 
 
 def _toy2():
@@ -37,6 +37,8 @@ def _toy2():
     import numpy as np
     import onnx
     from onnx import TensorProto, helper, numpy_helper
+
+    from util.onnx_models import make_model
 
     f32 = TensorProto.FLOAT
     graph = helper.make_graph(
@@ -48,9 +50,7 @@ def _toy2():
          helper.make_node("Relu", ["m"], ["z"], name="relu")],
         "toy2", inputs=[helper.make_tensor_value_info("x", f32, [1, 4])],
         outputs=[helper.make_tensor_value_info("y", f32, [1, 4]), helper.make_tensor_value_info("z", f32, [1, 4])])
-    toy2 = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    toy2.ir_version = 8
-    return onnx.shape_inference.infer_shapes(toy2)
+    return onnx.shape_inference.infer_shapes(make_model(graph))
 
 
 def _reshape_toy():
@@ -59,14 +59,14 @@ def _reshape_toy():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from util.onnx_models import make_model
+
     graph = helper.make_graph(
         [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "reshape_toy",
         inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
         outputs=[helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])],
         initializer=[numpy_helper.from_array(np.array([2, 2], dtype=np.int64), "shape")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return onnx.shape_inference.infer_shapes(model)
+    return onnx.shape_inference.infer_shapes(make_model(graph))
 
 
 def _sizes(model):

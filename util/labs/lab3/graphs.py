@@ -11,7 +11,7 @@ import math
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from util.onnx_models import IR_VERSION, OPSET
+from util.onnx_models import make_model
 
 
 def gemm_chain_graph() -> onnx.ModelProto:
@@ -45,9 +45,7 @@ def gemm_chain_graph() -> onnx.ModelProto:
         outputs=[helper.make_tensor_value_info("y", f32, [5, 9])],
         initializer=[weight("W1", 23, 37), weight("b1", 23), weight("W2", 23, 70), weight("b2", 70),
                      weight("W3", 9, 70), weight("b3", 9)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="util.onnx_models")
-    model.ir_version = IR_VERSION
+    model = make_model(graph, producer="util.onnx_models")
     return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
 
 

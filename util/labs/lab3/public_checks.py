@@ -33,12 +33,10 @@ def _numpy_gemm(feeds, *, trans_a=False, trans_b=False, alpha=1.0, beta=1.0):
 
 
 def _run(model, feeds):
-    import onnxruntime as ort
+    """The model's first output, at onnxruntime's default optimisation level ("all")."""
+    from util.onnx_session import run
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)[0]
+    return next(iter(run(model, feeds, "all").values()))
 
 
 def _matmuls(model) -> list[tuple[int, int, int]]:
@@ -88,6 +86,8 @@ def _one_gemm_model():
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from util.onnx_models import make_model
+
     rng = np.random.default_rng(7)
     graph = helper.make_graph(
         [helper.make_node("Gemm", ["x", "W", "b"], ["y"], name="fc", transB=1, alpha=1.0, beta=1.0)], "one_gemm",
@@ -95,9 +95,7 @@ def _one_gemm_model():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 6])],
         [numpy_helper.from_array(rng.uniform(-1, 1, (6, 10)).astype(np.float32), "W"),
          numpy_helper.from_array(rng.uniform(-1, 1, (6,)).astype(np.float32), "b")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return onnx.shape_inference.infer_shapes(model)
+    return onnx.shape_inference.infer_shapes(make_model(graph))
 
 
 def _chain():

@@ -106,7 +106,7 @@ LAB = Lab(
     title="ONNX GEMM tiling",
     notebook="lab3_gemm_tiling.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
-    shared_sources=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
             id="3.1", title="A single Gemm", answer_points=2,

@@ -189,17 +189,12 @@ def _mul_problems(model: onnx.ModelProto) -> list[str]:
 
 
 def run_model(data: bytes, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray] | None, list[str]]:
-    """Outputs of the model in ``data`` on ``feeds`` with onnxruntime (no optimisation, one thread)."""
-    import onnxruntime as ort
+    """Outputs of the model in ``data`` on ``feeds`` with onnxruntime (no optimisation, one thread), or
+    ``None`` and why onnxruntime cannot run it."""
+    from util.onnx_session import run
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.log_severity_level = 3
     try:
-        session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
-        return dict(zip(names, session.run(None, dict(feeds)))), []
+        return run(data, feeds), []
     except Exception as exc:
         return None, [f"onnxruntime cannot run the model: {_first_line(exc)}"]
 

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from util.artifacts import read_saved_arrays
 from util.labs.lab5.saved import conv_from_arrays, max_rel
 
 PARAMS_RTOL = 1e-5
@@ -29,12 +30,6 @@ EXACT_RTOL = 1e-6
 """A substitution (5.6, 5.7) against the pattern it replaces, both evaluated in float64."""
 SIZES = ((5, 5), (6, 9), (8, 8), (11, 14), (16, 13))
 """Input sizes a substitution must be exact on: odd and even, square and not."""
-
-
-def _arrays(data: bytes) -> dict[str, np.ndarray]:
-    from util.artifacts import load_arrays
-
-    return load_arrays(data)
 
 
 def _first(problems: list[str], limit: int = 3) -> list[str]:
@@ -74,8 +69,11 @@ def check_fold_conv(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> lis
 
     from util.labs.lab5.nets import conv_bn_pair, seeded_input
 
+    arrays, problems = read_saved_arrays(data)
+    if problems:
+        return problems
     conv, bn = conv_bn_pair(spec)
-    fused, problem = conv_from_arrays(_arrays(data))
+    fused, problem = conv_from_arrays(arrays)
     if problem:
         return [problem]
     problems = [f"{name} is {getattr(fused, name)!r}; the convolution's is {getattr(conv, name)!r}"
@@ -118,7 +116,9 @@ def check_fold_model(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> li
 
     from util.labs.lab5.nets import seeded_input
 
-    arrays = _arrays(data)
+    arrays, problems = read_saved_arrays(data)
+    if problems:
+        return problems
     model, traced = _original(spec["model"])
     must_stay = set(_batchnorms(fuse(model)))     # what PyTorch's own fuser leaves (it works on a copy)
     saved_bn = {str(t) for t in arrays.get("bn_targets", np.array([], str)).reshape(-1)}
@@ -170,7 +170,9 @@ def check_records(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list[
 
     from util.labs.lab5.nets import seeded_input
 
-    arrays = _arrays(data)
+    arrays, problems = read_saved_arrays(data)
+    if problems:
+        return problems
     model, traced = _original(spec["model"])
     gm = (fuse(model, inplace=True) if spec.get("fold") else traced).double()   # the course's fold, as in the kernel
     values: dict[str, Any] = {}
@@ -220,10 +222,14 @@ def _disagreement(candidate, pattern, channels: int, seed: int) -> str | None:
     return None
 
 
-def _judge_substitution(arrays, textbook, pattern, channels: int) -> list[str]:
+def _judge_substitution(data: bytes, textbook, pattern, channels: int) -> list[str]:
     """Shared verdict of 5.6 and 5.7: None exactly when the textbook substitution is not exact everywhere.
 
-    ``textbook`` is the conv the substitution builds, or a sentence saying why it cannot be built."""
+    ``data`` is what the case saved; ``textbook`` is the conv the substitution builds, or a sentence saying
+    why it cannot be built."""
+    arrays, problems = read_saved_arrays(data)
+    if problems:
+        return problems
     why_invalid = textbook if isinstance(textbook, str) else _disagreement(textbook, pattern, channels, seed=7)
     if "none" in arrays:
         return [] if why_invalid else ["returned None, but the substitution is exact for every input size here"]
@@ -246,7 +252,7 @@ def check_avg_add(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list[
     textbook = nn.Conv2d(channels, channels, k, pool.stride, pool.padding, groups=channels, bias=False).double()
     with torch.no_grad():
         textbook.weight.fill_(2.0 / (pool.divisor_override or k[0] * k[1]))
-    return _judge_substitution(_arrays(data), textbook, lambda x: pool(x) + pool(x), channels)
+    return _judge_substitution(data, textbook, lambda x: pool(x) + pool(x), channels)
 
 
 def check_conv_add(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list[str]:
@@ -274,4 +280,4 @@ def check_conv_add(spec: Mapping[str, Any], data: bytes, tolerance: Any) -> list
     def pattern(x):
         return first(x[:, :split]) + second(x[:, split:])
 
-    return _judge_substitution(_arrays(data), textbook, pattern, split + second.in_channels)
+    return _judge_substitution(data, textbook, pattern, split + second.in_channels)

@@ -1,8 +1,9 @@
-"""Course-side onnxruntime helpers: sessions at a level, bitwise comparison, relative error.
+"""Course-side onnxruntime helpers: outputs at a level, the optimised graph, bitwise comparison, relative error.
 
 The grader's judges (``judge.py``), the hidden cases' error function (``search.py``) and the public
-checks use these; the notebook writes its own. Every session runs on the CPU with one thread, so
-results do not depend on the machine's core count.
+checks use these; the notebook writes its own. Sessions come from ``util.onnx_session`` (CPU, one
+thread, warnings silenced), so results do not depend on the machine's core count; levels are
+``DISABLE_ALL``, ``BASIC``, ``EXTENDED`` or ``ALL``.
 """
 from __future__ import annotations
 
@@ -12,34 +13,16 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from util.onnx_session import run, session
+
 LOG10_OF_ZERO = -12.0
 """``relmax_log10`` reported for a relative error of exactly 0 (log10 of 0 is minus infinity)."""
 
 
-def session(model: Any, level: str = "DISABLE_ALL", disabled: Iterable[str] = (), save_to: str | None = None):
-    """An ``onnxruntime.InferenceSession`` at ``level`` (``DISABLE_ALL``, ``BASIC``, ``EXTENDED``, ``ALL``),
-    with the passes named in ``disabled`` switched off, one thread, warnings silenced.
-
-    ``model`` is an ``onnx.ModelProto`` or its serialised bytes. ``save_to`` writes the optimised graph there.
-    """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, f"ORT_{level}" if level == "DISABLE_ALL"
-                                               else f"ORT_ENABLE_{level}")
-    options.log_severity_level = 3
-    if save_to is not None:
-        options.optimized_model_filepath = str(save_to)
-    data = model if isinstance(model, bytes) else model.SerializeToString()
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"],
-                                disabled_optimizers=list(disabled))
-
-
 def outputs(model: Any, feeds: Mapping[str, np.ndarray], level: str = "DISABLE_ALL",
             disabled: Iterable[str] = ()) -> list[np.ndarray]:
-    """Every output of ``model`` on ``feeds`` at ``level`` minus ``disabled``."""
-    return session(model, level, disabled).run(None, dict(feeds))
+    """Every output of ``model`` on ``feeds`` at ``level`` minus ``disabled``, in graph order."""
+    return list(run(model, feeds, level, disabled=disabled).values())
 
 
 def optimized(model: Any, level: str, disabled: Iterable[str] = ()):
@@ -48,7 +31,7 @@ def optimized(model: Any, level: str, disabled: Iterable[str] = ()):
 
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "optimized.onnx")
-        session(model, level, disabled, save_to=path)
+        session(model, level, disabled=disabled, save_to=path)
         return onnx.load(path)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from util.labs.lab6 import runtime
+from util.onnx_session import session
 
 BASELINE_INPUTS = 20
 """The grader's baseline is the median error of this many uniform random inputs."""
@@ -32,8 +33,8 @@ class ErrorFunction:
 
     def __init__(self, model: Any, shape: tuple[int, ...], low: float, high: float, budget: int,
                  input_name: str = "x") -> None:
-        self._unopt = runtime.session(model, "DISABLE_ALL")
-        self._opt = runtime.session(model, "EXTENDED")
+        self._unopt = session(model, "DISABLE_ALL")
+        self._opt = session(model, "EXTENDED")
         self.shape, self.low, self.high, self.budget = tuple(shape), float(low), float(high), int(budget)
         self.input_name = input_name
         self.calls = 0

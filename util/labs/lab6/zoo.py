@@ -1,10 +1,11 @@
 """The lab's models: ResNet-18 and a zoo of small graphs, each holding one pattern a pass rewrites.
 
-Each zoo model is a seeded torch module exported with the TorchScript exporter (opset 17,
-``do_constant_folding=False``, so nothing is pre-computed and the graph keeps the pattern as
-written). Input ``x``, output ``y``. Exports are cached in the shared ONNX cache
-(``util.export_cache``) keyed by this file's source and the package versions, so the grader's
-judge and the hidden cases read them without importing torch (the lab's ``prepare`` fills it).
+Each zoo model is a seeded torch module exported with the TorchScript exporter (the course's opset
+and IR version, ``util.onnx_models.OPSET`` and ``IR_VERSION``; ``do_constant_folding=False``, so nothing
+is pre-computed and the graph keeps the pattern as written). Input ``x``, output ``y``. Exports are
+cached in the shared ONNX cache (``util.export_cache``) keyed by this file's source and the package
+versions, so the grader's judge and the hidden cases read them without importing torch (the lab's
+``prepare`` fills it).
 
 =================  ====================================================  ==========
 name               pattern                                               input
@@ -39,8 +40,6 @@ import numpy as np
 RESNET = "resnet18"
 RESNET_SHAPE = (8, 3, 64, 64)
 """ResNet-18 (``util.models`` ``resnet18_bnstats``: 10 classes, seeded BN statistics) at this input."""
-OPSET = 17
-IR_VERSION = 8
 _FORMAT = 1
 """Bump when the export recipe changes in a way the source hash would not catch."""
 
@@ -154,8 +153,10 @@ def feeds(name: str, seed: int) -> dict[str, np.ndarray]:
 
 def _cache_key(name: str) -> str:
     """File stem that changes whenever anything that shapes the exported bytes changes."""
+    from util.onnx_models import IR_VERSION, OPSET
+
     digest = hashlib.sha256()
-    for part in [metadata.version("torch"), metadata.version("onnx"), str(_FORMAT)]:
+    for part in [metadata.version("torch"), metadata.version("onnx"), str(_FORMAT), str(OPSET), str(IR_VERSION)]:
         digest.update(part.encode())
     digest.update(Path(__file__).read_bytes())
     return f"lab6zoo_{name}_{digest.hexdigest()[:12]}"
@@ -166,6 +167,7 @@ def _export(name: str) -> bytes:
     import torch
 
     from util.models import seed_bn
+    from util.onnx_models import IR_VERSION, OPSET
 
     build, shape = _modules()[name], SHAPES[name]
     with torch.random.fork_rng(devices=[]):

@@ -23,15 +23,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OPSET, IR_VERSION = 17, 8
+from util.onnx_models import make_model
+
 F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
 RESNET_SHAPE = (1, 3, 64, 64)
 
 
 def _model(nodes, name: str, inputs, outputs, inits) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="lab7")
-    model.ir_version = IR_VERSION
+    model = make_model(helper.make_graph(nodes, name, inputs, outputs, initializer=inits), producer="lab7")
     return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
 
 
@@ -201,8 +200,7 @@ def all_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     nodes += [helper.make_node("Cast", [rename[name]], [name], name=f"{name}/Cast", to=F32)
               for name in sorted(outputs)]
     new = helper.make_graph(nodes, graph.name, graph.input, graph.output, initializer=inits)
-    out = helper.make_model(new, opset_imports=model.opset_import, producer_name="lab7")
-    out.ir_version = model.ir_version
+    out = make_model(new, producer="lab7", like=model)
     return onnx.shape_inference.infer_shapes(out, strict_mode=True, data_prop=True)
 
 

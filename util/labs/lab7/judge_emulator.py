@@ -20,7 +20,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from util.labs.lab7.summary import run, tensor_types
+from util.labs.lab7.summary import tensor_types
+from util.onnx_models import make_model
+from util.onnx_session import run
 
 F32, F16 = TensorProto.FLOAT, TensorProto.FLOAT16
 
@@ -33,9 +35,7 @@ def _round(source: str, target: str) -> list[onnx.NodeProto]:
 
 def _model(model: onnx.ModelProto, nodes, initializers) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, model.graph.name, model.graph.input, model.graph.output, initializer=initializers)
-    out = helper.make_model(graph, opset_imports=model.opset_import)
-    out.ir_version = model.ir_version
-    return out
+    return make_model(graph, like=model)
 
 
 def emulated_model(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -1,4 +1,8 @@
-"""Running a model with onnxruntime and summarising a converted one, the way the grader does."""
+"""Running a model with onnxruntime and summarising a converted one, the way the grader does.
+
+``run`` (a model's outputs by name, onnxruntime on one CPU thread at a graph optimisation level) is the
+course's :func:`util.onnx_session.run`, offered here beside the summaries the notebook imports with it.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -7,28 +11,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-LEVELS = ("disable_all", "basic", "extended", "all")
+from util.onnx_session import run
 
-
-def session(model: onnx.ModelProto, level: str = "disable_all"):
-    """An onnxruntime CPU session, one thread, at graph optimisation ``level`` (default: none)."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.graph_optimization_level = {
-        "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
-        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
-        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL}[level]
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
-def run(model: onnx.ModelProto, feeds: dict, level: str = "disable_all") -> dict[str, np.ndarray]:
-    """The model's outputs on ``feeds``, by output name, with onnxruntime at ``level``."""
-    sess = session(model, level)
-    names = [output.name for output in sess.get_outputs()]
-    return dict(zip(names, sess.run(names, feeds)))
+__all__ = ["run", "tensor_types", "param_bytes", "summarize", "row_counts"]
 
 
 def tensor_types(model: onnx.ModelProto) -> dict[str, int]:

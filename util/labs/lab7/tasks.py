@@ -102,7 +102,7 @@ LAB = Lab(
     notebook="lab7_mixed_precision.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab7.tasks:prepare",
-    shared_sources=("util/onnx_models.py", "util/models.py", "util/artifacts.py"),
+    shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
             id="7.1", title="Classify nodes", answer_points=5,

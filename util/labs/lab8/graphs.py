@@ -1,8 +1,9 @@
 """The ONNX graphs of lab 8, built by the course (nothing is downloaded).
 
-Every graph is float32, opset 17, IR version 8, with seeded weights. Graph inputs have a symbolic
-batch dimension ``N`` (the caller chooses it); graph outputs carry their element type but no shape,
-and no graph carries ``value_info``: inferring shapes is task 8.1's job. ``help(graph)`` lists them.
+Every graph is float32, with the course's opset and IR version (17 and 8, from
+``util.onnx_models.make_model``) and seeded weights. Graph inputs have a symbolic batch dimension ``N``
+(the caller chooses it); graph outputs carry their element type but no shape, and no graph carries
+``value_info``: inferring shapes is task 8.1's job. ``help(graph)`` lists them.
 
 * ``mlp``: dlsys's MLP 784-256-100-10 (Gemm, Relu, Gemm, Relu, Gemm, Softmax), weights ``[out, in]``
   with ``transB=1`` as PyTorch's ``Linear`` exports them.
@@ -21,9 +22,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-OPSET = 17
-IR_VERSION = 8
-"""onnx 1.23's ``make_model`` writes IR 14, which onnxruntime 1.31 refuses; every graph sets 8."""
+from util.onnx_models import make_model
+
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 RESNET_SHAPE = (1, 3, 64, 64)
 
@@ -44,9 +44,7 @@ def _gemm(x: str, w: str, b: str | None, y: str) -> onnx.NodeProto:
 def _model(name: str, nodes, inputs, outputs, initializers) -> onnx.ModelProto:
     graph = helper.make_graph(nodes, name, inputs=inputs, initializer=initializers,
                               outputs=[helper.make_tensor_value_info(o, dtype, None) for o, dtype in outputs])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="lab8")
-    model.ir_version = IR_VERSION
-    return model
+    return make_model(graph, producer="lab8")
 
 
 def _input(name: str, shape: list, dtype: int = F32) -> onnx.ValueInfoProto:

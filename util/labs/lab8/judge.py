@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from util.artifacts import load_arrays
+from util.artifacts import read_saved_arrays
 from util.contract import Tolerance
 from util.labs.lab8.verify import PEAK_BYTES, matmul_sizes, output_problems, reference_values, run_problems
 
@@ -46,7 +46,6 @@ def check_execution(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) 
     """Task 8.3: :func:`run_problems` on the arrays the case saved, then the grader's own measurement of
     what the student's ``execute`` allocates (:func:`remeasured_growth`), which code in the student's
     kernel cannot switch off as it could ``tracemalloc`` there."""
-    from util.artifacts import read_saved_arrays
 
     model, sizes, feeds = _setting(spec)
     saved, problems = read_saved_arrays(data)
@@ -96,10 +95,10 @@ def check_kernel(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
     ``spec["timed"]``, at least ``spec["min_speedup"]`` times the naive kernel (timed by the grader)."""
     from util.labs.lab8.judge_timing import judge_library
 
-    try:
-        library = load_arrays(data).get("library")
-    except ValueError as exc:
-        return [str(exc)]
+    saved, problems = read_saved_arrays(data)
+    if problems:
+        return problems
+    library = saved.get("library")
     if library is None or library.dtype != np.uint8:
         return ["the case saved no library"]
     problems, _ = judge_library(library.tobytes(), check=spec.get("check", ()), timed=spec.get("timed", ()),
@@ -114,10 +113,9 @@ def check_end_to_end(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance)
     from util.labs.lab8.judge_timing import judge_library
 
     model, sizes, feeds = _setting(spec)
-    try:
-        saved = load_arrays(data)
-    except ValueError as exc:
-        return [str(exc)]
+    saved, problems = read_saved_arrays(data)
+    if problems:
+        return problems
     reference = reference_values(model, feeds)
     problems = output_problems(model, saved, reference, tolerance)
     library = saved.get("library")

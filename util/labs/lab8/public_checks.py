@@ -22,16 +22,14 @@ def _one_node(op: str, inputs: dict[str, list[int]], weights: dict[str, Any], **
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from util.labs.lab8.graphs import IR_VERSION, OPSET
+    from util.onnx_models import make_model
 
     inits = [numpy_helper.from_array(np.asarray(value), name) for name, value in weights.items()]
     graph = helper.make_graph(
         [helper.make_node(op, [*inputs, *weights], ["out"], name="node", **attributes)], f"one_{op.lower()}",
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs.items()],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = IR_VERSION
-    return model
+    return make_model(graph)
 
 
 def _shape_of(fn, model, inputs) -> Any:

@@ -20,22 +20,19 @@ a full-size temporary of any activation in the hidden cases does not)."""
 
 def reference_values(model, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Every node output of ``model`` on ``feeds``, by onnxruntime (one thread, no graph rewrites)."""
-    import onnxruntime as ort
     from onnx import TensorProto, helper
+
+    from util.onnx_models import make_model
+    from util.onnx_session import run
 
     # the same nodes, weights and inputs, with every node output listed as a graph output: a declared
     # output keeps its type, any other is float32 (as every tensor the executors compute is)
     declared = {value.name: value for value in model.graph.output}
     results = [declared.get(tensor) or helper.make_tensor_value_info(tensor, TensorProto.FLOAT, None)
                for tensor in dict.fromkeys(t for n in model.graph.node for t in n.output if t)]
-    every = helper.make_model(helper.make_graph(model.graph.node, model.graph.name, model.graph.input, results,
-                                                model.graph.initializer), opset_imports=model.opset_import)
-    every.ir_version = model.ir_version
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(every.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in session.get_outputs()], session.run(None, dict(feeds))))
+    every = make_model(helper.make_graph(model.graph.node, model.graph.name, model.graph.input, results,
+                                         model.graph.initializer), like=model)
+    return run(every, feeds)
 
 
 def _close(found: np.ndarray, expected: np.ndarray, tolerance: Tolerance) -> bool:
