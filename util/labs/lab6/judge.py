@@ -57,10 +57,11 @@ def check_search(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
                     except ValueError as exc:
                         student.send({"refused": str(exc)[:300]})
                 elif "result" in reply:
-                    x = np.frombuffer(body, dtype=np.float32)
-                    if x.size != int(np.prod(shape)):
+                    got, x = reply["result"], np.frombuffer(body, dtype=np.float32)
+                    if (not isinstance(got, list) or not all(isinstance(n, int) and n >= 0 for n in got)
+                            or int(np.prod(got)) != x.size):
                         return [f"the replayed search returned {x.size} values; expected an input of shape {list(shape)}"]
-                    x = x.reshape(shape)
+                    x = x.reshape(got)
                 else:
                     return [f"replayed by the grader, search_input raised {str(reply.get('raised'))[:250]}"]
     except ChannelError as exc:
