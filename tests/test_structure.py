@@ -230,3 +230,11 @@ def test_tests_say_what_they_check_not_which_ticket_asked(path):
     """Tests describe the behaviour they check; an issue number means nothing to the next reader."""
     text = path.read_text(encoding="utf-8")
     assert re.findall(r"(?i)\b(?:issue|ticket|bug)\s*#?\d+|#\d{2,}\b(?!\w)", text) == []
+
+
+def test_ci_runs_the_linter_with_the_projects_configuration():
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert "ruff check ." in [line.strip() for line in ci]
+    assert "[tool.ruff.lint]" in (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    pinned = (REPO / "requirements.txt").read_text(encoding="utf-8")
+    assert re.search(r"^ruff==\d", pinned, re.M)
