@@ -22,6 +22,7 @@ from typing import Iterable
 
 from grader.core import notebook
 from grader.core import records as stored_records
+from grader.core.namespace import is_reserved, unreserved
 from grader.core.safe_text import LIMIT_MESSAGE, file_name, plain
 from util.contract import Lab
 from util.labs import LABS, get_lab
@@ -110,9 +111,10 @@ def find_submissions(paths: Iterable[Path]) -> list[Path]:
 
 
 def folder_name(raw: str) -> str:
-    """A submitted name as one safe folder name: :func:`file_name`-clean, no ``/``, not hidden, and
+    """A submitted name as one safe folder name: :func:`file_name`-clean, no ``/``, not hidden, never
+    ending like a class file (``gradebook.csv`` -> ``gradebook_csv``: :mod:`grader.core.namespace`), and
     at most ``MAX_FOLDER_BYTES - 8`` bytes (a cut name ends with a hash of the whole name)."""
-    name = file_name(raw, LIMIT_MESSAGE).replace("/", "_")
+    name = unreserved(file_name(raw, LIMIT_MESSAGE).replace("/", "_"))
     if not name or name.startswith("."):
         name = "_" + name
     if len(name.encode("utf-8")) > MAX_FOLDER_BYTES - 8:
@@ -230,7 +232,7 @@ def keep_folders(paths: list[Path], names: list[str], out: Path) -> list[str]:
     chosen = []
     for path, name in zip(paths, names):
         earlier = by_source.get(os.path.abspath(path))
-        if earlier is not None:
+        if earlier is not None and not is_reserved(earlier):  # (a class file's name: never kept)
             chosen.append(earlier)
             continue
         parts = list(Path(os.path.abspath(path)).with_suffix("").parts[1:])
