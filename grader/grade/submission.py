@@ -121,6 +121,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         notes += (run.execution.message,)
     if HIDDEN in run.refused:
         notes += (f"the hidden cases' results were not read: {run.refused[HIDDEN]}; return what each task asks for",)
+    if run.files.note():
+        notes += (run.files.note(),)
     if run.execution.output_dropped:
         notes += (f"{format_size(run.execution.output_dropped)} of printed output was dropped (output is "
                   "kept up to a limit; it is never graded)",)
