@@ -5,6 +5,8 @@ output and error go to one log file (``> grader.log 2>&1``, as a grading server 
 
 * the grader's log: a kernel that writes 200 MiB straight to its file descriptors 1 and 2, and one
   that reopens every descriptor it holds (``/proc/self/fd/N``) looking for the grader's log lines;
+* the scratch folder: folders nested past PATH_MAX, 3,000 deep, or made unreadable, hiding files
+  from the disk limit (with the watchdog's walk: ``COURSE_SCRATCH_FS=off``, as in a container);
 * the results folder: a submission that leaves 60 MiB of ``case-*`` files no case declares and one
   case file over ``--max-saved-file``;
 * the class files: notebooks named ``gradebook.csv.ipynb``, ``report.html.ipynb``,
@@ -85,6 +87,40 @@ for i in range(60):  # 60 MiB that no case declares, named like case files
 def make_bytes(n):
     return b'x' * (8 << 20) if n == 64 else b'x' * n  # the large case's file: over --max-saved-file"""
 
+DEEP_FOLDERS = """\
+import os, time
+here = os.getcwd()
+for _ in range(20):  # 5,000 bytes of path: past PATH_MAX, where a walk by path names sees nothing
+    os.mkdir('d' * 250)
+    os.chdir('d' * 250)
+for i in range(3):  # 180 MiB, over --disk 128M
+    with open(f'hidden{i}', 'wb') as handle:
+        for _ in range(60):
+            handle.write(b'x' * (1 << 20))
+os.chdir(here)
+time.sleep(6)"""
+
+DEEP_CHAIN = """\
+import os, time
+top = os.open('.', os.O_RDONLY)
+fd = top
+for _ in range(3000):  # deeper than Python's recursion: shutil.rmtree cannot delete it
+    os.mkdir('d', dir_fd=fd)
+    inner = os.open('d', os.O_RDONLY, dir_fd=fd)
+    os.close(fd) if fd != top else None
+    fd = inner
+time.sleep(6)"""
+
+LOCKED = """\
+import os, time
+os.mkdir('locked')
+for i in range(3):  # 180 MiB, over --disk 128M, in a folder made unreadable
+    with open(f'locked/hidden{i}', 'wb') as handle:
+        for _ in range(60):
+            handle.write(b'x' * (1 << 20))
+os.chmod('locked', 0)
+time.sleep(6)"""
+
 CLEAN_FILES = "def make_bytes(n):\n    return b'x' * n"
 EXPORT_901 = "from util.answers import write_answer, output_dir\nwrite_answer(output_dir('lab901'), '901.1', 901)"
 NAMED_LIKE_CLASS_FILES = ("gradebook.csv", "gradebook_lab900.csv", "gradebook_lab901.csv", "statistics.csv",
@@ -103,12 +139,13 @@ def _class() -> dict[str, object]:
                     GOOD_2)
     return {**{name: good for name in NAMED_LIKE_CLASS_FILES},
             "flood_log": standard(FLOOD), "read_log": standard(READ_LOG), "saved_junk": _saved_lab(JUNK),
+            "deep_folders": standard(DEEP_FOLDERS), "deep_chain": standard(DEEP_CHAIN), "locked": standard(LOCKED),
             "z_clean": good, "z_clean_files": _saved_lab(CLEAN_FILES)}
 
 
 FOLDERS = {name: name.replace(".", "_") for name in _class()}
 """Submission -> its results folder: a name like a class file's loses its suffix's dot."""
-SCORES = {**{name: "10" for name in _class()}, "saved_junk": "6"}
+SCORES = {**{name: "10" for name in _class()}, "saved_junk": "6", "deep_folders": "5", "deep_chain": "5", "locked": "5"}
 
 
 def _grade(who: str, root: Path) -> tuple[subprocess.CompletedProcess, Path]:
@@ -125,9 +162,10 @@ def _grade(who: str, root: Path) -> tuple[subprocess.CompletedProcess, Path]:
     (root / "home").mkdir()
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": str(root / "home"), "USER": "grader",
            "LANG": "C.UTF-8", "COURSE_LAB_DIRS": os.pathsep.join([str(FOLDER), str(SAVED_LABS)]),
-           "COURSE_REFERENCE_DIR": str(root / "references")}
+           "COURSE_REFERENCE_DIR": str(root / "references"),
+           "COURSE_SCRATCH_FS": "off"}  # the watchdog's walk, as in a container without loop devices
     grade = [sys.executable, "-m", "grader", "grade", str(root / "class"), "--out", str(root / "out"),
-             "--no-progress", "--timeout", "90", "--cell-timeout", "60", "--max-saved-file", "4M",
+             "--no-progress", "--timeout", "90", "--cell-timeout", "60", "--disk", "128M", "--max-saved-file", "4M",
              "--keep-saved", "1M"]
     export = [sys.executable, "-m", "grader", "export", "--format", "csv", "--out", str(root / "out")]
     log = root / "grader.log"
@@ -243,3 +281,21 @@ def test_the_honest_saved_files_are_judged_and_kept(graded):
     assert (files / case_file({"n": 64}, ".bin")).read_bytes() == b"x" * 64
     manifest = json.loads((files / "manifest.json").read_text())
     assert [entry["kept"] for entry in manifest.values()] == [True, True] and "undeclared" not in manifest
+
+
+@pytest.mark.parametrize("name, words", [
+    ("deep_folders", "kept more than 128 MiB of files"),
+    ("deep_chain", "nested folders more than 128 levels deep, so its files could not be measured"),
+    ("locked", ("kept more than 128 MiB of files", "made a folder the grader may not read")),
+])
+def test_folders_nested_past_path_max_or_deeper_than_recursion_or_unreadable_hide_nothing(graded, name, words):
+    """Without a filesystem per submission the watchdog walks the scratch folder: what lies past
+    PATH_MAX is measured, a chain deeper than the walk goes or a folder it may not read stops the
+    submission (as root the locked folder is simply measured), and the grader deletes every one of
+    them (a grader fault, retried for ever, otherwise)."""
+    _, _, out = graded
+    assert _check(out, name, "900.1", "answer")[:2] == ("passed", 5)
+    status, score, message = _check(out, name, "900.2", "answer")
+    assert (status, score) == ("crash", 0) and any(w in message for w in ([words] if isinstance(words, str) else words))
+    assert _result(out, name)["execution_status"] == "crash"
+    assert not json.loads((out / name / RECORD).read_text()).get("retry")
