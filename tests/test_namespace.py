@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grader.core import namespace
-from grader.core.namespace import CLASS_SUFFIXES, class_file, is_reserved, move_reserved, unreserved
+from grader.core.namespace import CLASS_SUFFIXES, class_file, folder_key, is_reserved, move_reserved, unreserved
 from grader.core.records import RECORD
 from grader.grade.collect import folder_name, keep_folders, output_names
 from grader.report import lms
@@ -42,13 +42,25 @@ def test_no_folder_name_is_a_class_file_or_ends_like_one(raw):
     assert name and "/" not in name and not name.startswith(".")
 
 
+CASED = st.sampled_from(["alice", "Alice", "ALICE", "caf\u00e9", "cafe\u0301", "CAF\u00c9", "stra\u00dfe", "STRASSE"])
+
+
 @SETTINGS
-@given(st.lists(NAME, min_size=1, max_size=8))
+@given(st.lists(NAME | CASED, min_size=1, max_size=8))
 def test_a_class_named_like_its_class_files_gets_other_folders(names):
+    """Distinct folders even where letter case and Unicode normalization do not count (a Mac)."""
     paths = [Path("/class") / f"{raw.replace('/', '_') or 'x'}.ipynb" for raw in names]
     found = output_names(paths)
-    assert len(set(found)) == len(found)
+    assert len({folder_key(name) for name in found}) == len(found), found
     assert not any(is_reserved(name) or name.casefold() in TAKEN for name in found), found
+
+
+def test_names_one_folder_on_a_mac_get_two():
+    """``Alice.ipynb`` beside ``alice.ipynb``: one folder on APFS, so one would replace the other's results."""
+    assert output_names([Path("/c/alice.ipynb"), Path("/c/Alice.ipynb"), Path("/c/bob.ipynb")]) == [
+        "alice", "Alice~2", "bob"]
+    assert output_names([Path("/c/caf\u00e9.ipynb"), Path("/c/cafe\u0301.ipynb")]) == ["caf\u00e9", "cafe\u0301~2"]
+    assert output_names([Path("/c/a/lab1.ipynb"), Path("/c/A/lab1.ipynb")]) == ["a__lab1", "A__lab1~2"]
 
 
 def test_class_file_names_the_folder_and_refuses_a_name_a_submission_could_take(tmp_path):
@@ -89,3 +101,10 @@ def test_keep_folders_never_keeps_a_class_file_name(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "load_all", lambda out: {
         "gradebook.csv": records.Previous({}, None, str(source))})
     assert keep_folders([source], ["gradebook_csv"], tmp_path / "out") == ["gradebook_csv"]
+
+
+def test_keep_folders_never_gives_a_new_source_a_folder_one_on_a_mac_with_a_graded_one(tmp_path, monkeypatch):
+    from grader.core import records
+
+    monkeypatch.setattr(records, "load_all", lambda out: {"alice": records.Previous({}, None, "/class/alice.ipynb")})
+    assert keep_folders([Path("/class/x/Alice.ipynb")], ["Alice"], tmp_path) == ["x__Alice"]

@@ -9,13 +9,15 @@ once took the folder ``gradebook.csv`` and the class's gradebook could not be wr
 The rule that keeps the two apart: every class file's name ends with a suffix from
 :data:`CLASS_SUFFIXES` (every writer asks :func:`class_file` for its path, which refuses any other
 name), and no submission folder's name does (:func:`is_reserved`, :func:`unreserved`). Letter case
-does not count, as on a case-insensitive file system (macOS, a Windows share). A folder left under
+does not count, as on a case-insensitive file system (macOS, a Windows share); nor does it between two
+submissions' folders (:func:`folder_key`: ``Alice`` and ``alice`` are one folder on a Mac). A folder left under
 such a name by an older grader is moved aside before the class files are written
 (:func:`move_reserved`).
 """
 from __future__ import annotations
 
 import os
+import unicodedata
 from pathlib import Path
 
 CLASS_SUFFIXES = (".csv", ".html", ".json", ".md", ".txt", ".zip", ".png", ".log")
@@ -23,9 +25,15 @@ CLASS_SUFFIXES = (".csv", ".html", ".json", ".md", ".txt", ".zip", ".png", ".log
 (or a new one added here), never a name a submission could have."""
 
 
+def folder_key(name: str) -> str:
+    """``name`` as a file system may compare it: letter case and Unicode normalization ignored, as
+    macOS (APFS) and Windows shares do. Two folders with one key are one folder there."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
 def is_reserved(name: str) -> bool:
     """Whether ``name`` ends with a class file's suffix (in any letter case): no submission folder may."""
-    return name.casefold().endswith(CLASS_SUFFIXES)
+    return folder_key(name).endswith(CLASS_SUFFIXES)
 
 
 def unreserved(name: str) -> str:
@@ -58,17 +66,17 @@ def move_reserved(out: Path, record: str) -> list[tuple[str, str]]:
         entries = sorted(os.scandir(out), key=lambda e: e.name)
     except OSError:
         return moved
-    taken = {e.name.casefold() for e in entries}
+    taken = {folder_key(e.name) for e in entries}
     for entry in entries:
         if not (is_reserved(entry.name) and entry.is_dir(follow_symlinks=False)
                 and os.path.isfile(os.path.join(entry.path, record))):
             continue
         base = unreserved(entry.name)
         new, count = base, 1
-        while new.casefold() in taken:
+        while folder_key(new) in taken:
             count += 1
             new = f"{base}~{count}"
         os.rename(entry.path, os.path.join(out, new))
-        taken.add(new.casefold())
+        taken.add(folder_key(new))
         moved.append((entry.name, new))
     return moved
