@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping
 from grader.core.limits import Deadlines, Limits, format_size
 from grader.judge.isolated import judge
 from util.artifacts import case_stem
-from util.contract import Lab, Task
+from util.contract import Case, Lab, Task
 
 KEEP_FILE = 16 * 2**20
 """Judged files up to this size may be copied to the submission's results folder (``Limits.kept_saved``
@@ -92,14 +92,18 @@ def declared(lab: Lab, cases: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
     the grader judges or keeps (the other cases already failed in the kernel)."""
     out: dict[str, tuple[str, str]] = {}
     for task in lab.tasks:
-        if not getattr(task, "grader_check", None):
-            continue
-        records = cases.get(task.id) if isinstance(cases, Mapping) else None
-        for case in task.cases:
-            record = records.get(case.id) if isinstance(records, Mapping) else None
-            if isinstance(record, Mapping) and record.get("status") == "ok":
-                out.setdefault(case_stem(case.spec), (task.id, case.id))
+        if getattr(task, "grader_check", None):
+            for case in task.cases:
+                if _ran(cases, task, case):
+                    out.setdefault(case_stem(case.spec), (task.id, case.id))
     return out
+
+
+def _ran(cases: Mapping[str, Any], task: Task, case: Case) -> bool:
+    """Whether the kernel's record of ``case`` (whatever the kernel wrote) says it returned (``ok``)."""
+    records = cases.get(task.id) if isinstance(cases, Mapping) else None
+    record = records.get(case.id) if isinstance(records, Mapping) else None
+    return isinstance(record, Mapping) and record.get("status") == "ok"
 
 
 def _open(path: Path) -> int:
@@ -224,24 +228,25 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | 
     """
     files = files.files if isinstance(files, Listing) else files
     out: dict[str, dict[str, list[str]]] = {}
-    for task in lab.tasks:
-        if getattr(task, "grader_check", None):
-            check_module(task)  # a declaration naming no module is the course's bug: say so now
-            out[task.id] = {}
     jobs, where, folders = [], [], set()
-    for task_id, case_id in declared(lab, cases).values():
-        task = lab.task(task_id)
-        case = next(c for c in task.cases if c.id == case_id)
-        saved = _case_file(files, case.spec)
-        if saved is None:
-            out[task_id][case_id] = [f"{task.function}() returned, but no file was saved for this case"]
-        elif saved.path is None:
-            out[task_id][case_id] = [saved.reason]
-        else:
-            jobs.append({"check": task.grader_check, "spec": dict(case.spec), "file": str(saved.path),
-                         "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
-            where.append((task_id, case_id))
-            folders.add(saved.path.parent)
+    for task in lab.tasks:
+        if not getattr(task, "grader_check", None):
+            continue
+        check_module(task)  # a declaration naming no module is the course's bug: say so now
+        out[task.id] = {}
+        for case in task.cases:
+            if not _ran(cases, task, case):  # failed in the kernel already
+                continue
+            saved = _case_file(files, case.spec)
+            if saved is None:
+                out[task.id][case.id] = [f"{task.function}() returned, but no file was saved for this case"]
+            elif saved.path is None:
+                out[task.id][case.id] = [saved.reason]
+            else:
+                jobs.append({"check": task.grader_check, "spec": dict(case.spec), "file": str(saved.path),
+                             "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
+                where.append((task.id, case.id))
+                folders.add(saved.path.parent)
     if jobs:
         if len(folders) != 1:
             raise ValueError("the saved files of one notebook must lie in one folder")
