@@ -82,7 +82,7 @@ class Limits:
     declares one; the cases past it are failed, unjudged (``grader.judge.artifacts``)."""
     saved_file: int = 512 << 20
     """Largest saved file the grader judges (``--max-saved-file``); a larger one fails its case, unjudged
-    (lab 3's tiled AlexNet is about 250 MB)."""
+    (the largest model a course lab saves is about 250 MB)."""
     saved_total: int = 1536 << 20
     """Bytes of saved files the grader judges per submission (``--max-saved``), in case order; a case whose
     file would go over it fails, unjudged."""
