@@ -49,14 +49,30 @@ def _limit_flags(p: argparse.ArgumentParser) -> None:
                    help="files it may keep in its scratch folder, in all (default: 4G)")
     g.add_argument("--max-output", type=parse_size, default=Limits.output, metavar="SIZE",
                    help="printed output kept per cell; the rest is dropped, never graded (default: 1M)")
+    g.add_argument("--max-notebook-output", type=parse_size, default=Limits.notebook_output, metavar="SIZE",
+                   help="printed output kept for the whole notebook; the rest is dropped (default: 16M)")
+    g.add_argument("--judge-timeout", type=int, metavar="S",
+                   help="seconds the grader's check of one saved file may take (default: the lab's, 120)")
     g.add_argument("--max-notebook", type=parse_size, default=Limits.notebook_size, metavar="SIZE",
                    help="largest notebook file graded; a larger one is refused unread (default: 32M)")
+    g.add_argument("--max-saved-files", type=int, default=Limits.saved_files, metavar="N",
+                   help="files its hidden cases may save for the grader's checks; the cases past it fail "
+                        "(default: %(default)s)")
+    g.add_argument("--max-saved-file", type=parse_size, default=Limits.saved_file, metavar="SIZE",
+                   help="largest saved file the grader judges; a larger one fails its case (default: 512M)")
+    g.add_argument("--max-saved", type=parse_size, default=Limits.saved_total, metavar="SIZE",
+                   help="saved files judged in all; a case whose file would go over it fails (default: 1536M)")
+    g.add_argument("--keep-saved", type=parse_size, default=Limits.kept_saved, metavar="SIZE",
+                   help="judged files copied into its results folder (16M each at most); the others are "
+                        "listed by SHA-256 only (default: 64M)")
 
 
 def _limits(args) -> Limits:
     return Limits(notebook_timeout=args.notebook_timeout, cell_timeout=args.cell_timeout, memory=args.memory,
                   procs=args.procs, fsize=args.fsize, disk=args.disk, output=args.max_output,
-                  notebook_size=args.max_notebook)
+                  notebook_output=args.max_notebook_output, judge_timeout=args.judge_timeout,
+                  notebook_size=args.max_notebook, saved_files=args.max_saved_files, saved_file=args.max_saved_file,
+                  saved_total=args.max_saved, kept_saved=args.keep_saved)
 
 
 def _class_flags(p: argparse.ArgumentParser) -> None:

@@ -6,10 +6,10 @@ import os
 import pytest
 from tinylab import registered
 
-from grader.core.limits import Limits
+from grader.core.limits import Limits, format_size
 from grader.execute.kernel import Execution
 from grader.judge import artifacts, score
-from util.artifacts import case_file
+from util.artifacts import case_file, case_stem
 from util.contract import Case, Lab, Task
 
 SPEC = {"M": 4}
@@ -29,13 +29,13 @@ def records(the_lab):
     return {"900.1": {c.id: {"status": "ok", "value": {"saved": "x"}} for c in the_lab.tasks[0].cases}}
 
 
-def saved(the_lab, folder):
+def saved(the_lab, folder, limits=LIMITS):
     """Write each case's file into ``folder`` as a kernel would; list them as the grader does."""
     folder.mkdir(parents=True, exist_ok=True)
     for case in the_lab.tasks[0].cases:
         if case.id in CONTENTS:
             (folder / case_file(case.spec)).write_bytes(CONTENTS[case.id])
-    return artifacts.list_files(folder)
+    return artifacts.list_files(folder, artifacts.declared(the_lab, records(the_lab)), limits)
 
 
 @pytest.fixture
@@ -91,32 +91,94 @@ def test_score_turns_problems_into_failed_checks_with_the_message(tmp_path, tiny
     assert got["raised"] == ("missing", 0, "the grader did not receive the model this case saved")
 
 
-def test_list_files_bounds_sizes_skips_links_and_other_names_and_reads_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(artifacts, "MAX_FILE_BYTES", 10)
-    (tmp_path / "case-small.onnx").write_bytes(b"12345")
-    (tmp_path / "case-big.onnx").write_bytes(b"x" * 11)
+def _stems(*specs):
+    return {case_stem(spec): spec for spec in specs}
+
+
+def test_list_files_bounds_sizes_skips_links_and_other_names_and_reads_nothing(tmp_path):
+    small, big, link, fifo = ({"M": i} for i in range(4))
+    (tmp_path / case_file(small)).write_bytes(b"12345")
+    (tmp_path / case_file(big)).write_bytes(b"x" * 11)
     (tmp_path / "notes.txt").write_bytes(b"ignored")
-    (tmp_path / "case-link.onnx").symlink_to(tmp_path / "case-small.onnx")
-    os.mkfifo(tmp_path / "case-fifo.onnx")  # never opened: reading a FIFO would block the grader
-    files = artifacts.list_files(tmp_path)
-    assert set(files) == {"case-small.onnx", "case-big.onnx"}
-    small, big = files["case-small.onnx"], files["case-big.onnx"]
-    assert (small.size, small.path, small.sha256[:8]) == (5, tmp_path / "case-small.onnx", "5994471a")
-    assert big.path is None and big.reason == "the saved file is 11 bytes, over the 10 bytes limit"
-    assert artifacts.list_files(tmp_path / "absent") == {}
+    (tmp_path / case_file(link)).symlink_to(tmp_path / case_file(small))
+    os.mkfifo(tmp_path / case_file(fifo))  # never opened: reading a FIFO would block the grader
+    listing = artifacts.list_files(tmp_path, _stems(small, big, link, fifo), Limits(saved_file=10))
+    assert list(listing.files) == [case_file(small), case_file(big)]
+    found_small, found_big = listing.files.values()
+    assert (found_small.size, found_small.path, found_small.sha256[:8]) == (5, tmp_path / case_file(small), "5994471a")
+    assert found_big.path is None and found_big.reason == (
+        "the file this case saved is 11 bytes, over the 10 bytes the grader reads per file: it was not judged; "
+        "return only what the task asks for, as the lab's helpers save it")
+    assert (listing.undeclared, listing.undeclared_bytes) == (3, 7 + len(str(tmp_path / case_file(small))))
+    assert artifacts.list_files(tmp_path / "absent", _stems(small)) == artifacts.Listing()
 
 
-def test_save_files_keeps_small_ones_and_lists_all(tmp_path, monkeypatch):
-    monkeypatch.setattr(artifacts, "KEEP_BYTES", 4)
-    monkeypatch.setattr(artifacts, "MAX_FILE_BYTES", 5)
+def test_only_declared_files_are_listed_and_the_rest_is_counted_unread(tmp_path):
+    """A file per case is judged; junk ``case-*`` files, a second file for a case, a name with an odd
+    suffix and a folder are counted in a note, never listed, judged or kept."""
+    one, two = {"M": 1}, {"M": 2}
+    (tmp_path / case_file(one)).write_bytes(b"1234")
+    (tmp_path / case_file(one, ".zzz")).write_bytes(b"second file of case one")  # sorted after .onnx: an extra
+    for i in range(40):
+        (tmp_path / f"case-{i:016x}.onnx").write_bytes(b"j" * 100)
+    (tmp_path / (case_file(two, "") + ".onnx\x1b[2J")).write_bytes(b"odd suffix")
+    (tmp_path / (case_file(two, "") + ".dir")).mkdir()
+    listing = artifacts.list_files(tmp_path, _stems(one, two))
+    assert list(listing.files) == [case_file(one)]
+    folder_size = os.lstat(tmp_path / (case_file(two, "") + ".dir")).st_size
+    assert (listing.undeclared, listing.undeclared_bytes) == (43, 40 * 100 + 23 + 10 + folder_size)
+    assert listing.note() == (f"43 files ({format_size(listing.undeclared_bytes)}) among the files saved for the "
+                              "grader's checks belong to no hidden case: neither judged nor kept (only the file "
+                              "each case saves through the lab's helpers counts)")
+
+
+def test_the_count_and_the_total_bound_what_is_judged_in_case_order(tmp_path):
+    specs = [{"M": i} for i in range(5)]
+    for spec in specs:
+        (tmp_path / case_file(spec)).write_bytes(b"x" * 10)
+    files = artifacts.list_files(tmp_path, _stems(*specs), Limits(saved_files=4, saved_total=25)).files
+    reasons = [f.reason for f in files.values()]
+    assert [f.path is not None for f in files.values()] == [True, True, False, False, False]
+    assert reasons[2].startswith("the hidden cases saved more than 25 bytes of files in all, the most the grader reads, "
+                                 "and this case's file (10 bytes) was past it: it was not judged")
+    assert reasons[4].startswith("the hidden cases saved more than 4 files for the grader's checks, the most it reads")
+
+
+def test_save_files_keeps_what_fits_and_lists_all(tmp_path, monkeypatch):
+    monkeypatch.setattr(artifacts, "KEEP_FILE", 4)
     (tmp_path / "in").mkdir()
-    for name, data in {"case-a.onnx": b"1234", "case-b.onnx": b"12345", "case-c.onnx": b"123456"}.items():
-        (tmp_path / "in" / name).write_bytes(data)
-    artifacts.save_files(artifacts.list_files(tmp_path / "in"), tmp_path / "out")
+    specs = {"a": {"M": 1}, "b": {"M": 2}, "c": {"M": 3}, "d": {"M": 4}, "e": {"M": 5}}
+    for key, data in {"a": b"1234", "b": b"12345", "c": b"123456", "d": b"12", "e": b"123"}.items():
+        (tmp_path / "in" / case_file(specs[key])).write_bytes(data)
+    (tmp_path / "in" / "case-junk.onnx").write_bytes(b"junk")
+    listing = artifacts.list_files(tmp_path / "in", _stems(*specs.values()), Limits(saved_file=5))
+    artifacts.save_files(listing, tmp_path / "out", Limits(kept_saved=7))
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
-    assert (tmp_path / "out" / "case-a.onnx").read_bytes() == b"1234" and not (tmp_path / "out" / "case-b.onnx").exists()
-    assert manifest["case-b.onnx"]["kept"] is False and manifest["case-b.onnx"]["bytes"] == 5
-    assert manifest["case-c.onnx"] == {"read": False, "bytes": 6, "reason": "the saved file is 6 bytes, over the 5 bytes limit"}
+    kept = sorted(p.name for p in (tmp_path / "out").iterdir() if p.name != "manifest.json")
+    assert kept == sorted([case_file(specs["a"]), case_file(specs["d"])])  # 4 + 2 bytes; e (3) would pass 7
+    assert manifest[case_file(specs["b"])] == {"bytes": 5, "sha256": listing.files[case_file(specs["b"])].sha256,
+                                               "kept": False}
+    assert manifest[case_file(specs["e"])]["kept"] is False
+    assert manifest[case_file(specs["c"])] == {
+        "read": False, "bytes": 6, "reason": "the file this case saved is 6 bytes, over the 5 bytes the grader reads "
+        "per file: it was not judged; return only what the task asks for, as the lab's helpers save it"}
+    assert manifest["undeclared"] == {"files": 1, "bytes": 4, "kept": False, "reason": "no hidden case declares them"}
+
+
+def test_a_file_swapped_after_it_was_hashed_is_not_copied(tmp_path):
+    """The copy for disputes comes from the very file that was hashed: a link or another file put in its
+    place afterwards (by a process that outlived its kernel) is never copied."""
+    spec = {"M": 1}
+    path = tmp_path / "in" / case_file(spec)
+    path.parent.mkdir()
+    path.write_bytes(b"1234")
+    listing = artifacts.list_files(tmp_path / "in", _stems(spec))
+    (tmp_path / "secret").write_bytes(b"the grader's secret")
+    path.unlink()
+    path.symlink_to(tmp_path / "secret")
+    artifacts.save_files(listing, tmp_path / "out")
+    assert not (tmp_path / "out" / case_file(spec)).exists()
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())[case_file(spec)]["kept"] is False
 
 
 def test_save_model_refuses_what_is_not_a_model(tmp_path, monkeypatch):
@@ -138,7 +200,7 @@ def test_arrays_round_trip_without_pickle_and_the_grader_finds_any_suffix(tmp_pa
     assert save_arrays({"w": weights, "b": [1.5, 2.5]}, {"case": 1}, "labX")["saved"].endswith(".npz")
     save_file(b"\x7fELF", {"case": 2}, "labX", ".so")
     save_file(b"second", {"case": 2}, "labX", ".bin")  # saving again replaces the case's file
-    files = list_files(files_dir("labX"))
+    files = list_files(files_dir("labX"), _stems({"case": 1}, {"case": 2})).files
     assert len(files) == 2
     loaded, problems = read_saved_arrays(_case_file(files, {"case": 1}).path.read_bytes(), expected=["w", "b"])
     assert problems == []

@@ -96,9 +96,25 @@ def test_flags_mean_the_same_in_every_subcommand():
                     continue  # --out is a folder or a file, --check a mode: each says so in its help
                 signature = (action.dest, action.type, action.default, action.metavar)
                 assert seen.setdefault(flag, signature) == signature, (name, flag)
-    for flag in ("--timeout", "--cell-timeout", "--memory", "--procs", "--fsize", "--disk", "--max-output"):
+    for flag in ("--timeout", "--cell-timeout", "--memory", "--procs", "--fsize", "--disk", "--max-output",
+                 "--max-notebook", "--max-notebook-output", "--judge-timeout", "--max-saved-files", "--max-saved-file", "--max-saved", "--keep-saved"):
         assert {n for n, sub in subparsers.choices.items() if flag in sub._option_string_actions} >= {
             "grade", "gradescope", "autograde"}, flag
     for flag in ("--roster", "--overrides", "--extensions", "--deadline", "--late-policy"):
         assert {n for n, sub in subparsers.choices.items() if flag in sub._option_string_actions} == {
             "grade", "report", "export"}, flag
+
+
+def test_every_limit_has_a_flag_and_the_autograder_passes_them_all_on():
+    """Each field of Limits is set by a flag of grade; the Gradescope autograder's script passes every one."""
+    from dataclasses import fields
+
+    from grader.core.limits import Limits
+    from grader.grade.gradescope import limit_flags
+
+    changed = Limits(notebook_timeout=61, cell_timeout=7, memory=3 << 30, procs=9, fsize=5 << 20, disk=6 << 20,
+                     output=7 << 10, notebook_output=9 << 20, notebook_size=8 << 20, judge_timeout=33, saved_files=11,
+                     saved_file=12 << 20, saved_total=13 << 20, kept_saved=14 << 20)
+    assert all(getattr(changed, f.name) != f.default for f in fields(Limits))
+    args = cli.parser().parse_args(["autograde", "--lab", "lab1", *limit_flags(changed).split()])
+    assert cli._limits(args) == changed

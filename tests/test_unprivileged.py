@@ -53,14 +53,17 @@ def _blocked(path: Path) -> Path | None:
     return None
 
 
-def _as_user(command: list[str], needed: list[Path], env: dict[str, str]) -> subprocess.CompletedProcess:
-    """Run ``command`` as :data:`USER`; as root, through a mount namespace that lets it reach ``needed``."""
+def _as_user(command: list[str], needed: list[Path], env: dict[str, str], *, stdout=None,
+             stderr=None) -> subprocess.CompletedProcess:
+    """Run ``command`` as :data:`USER`; as root, through a mount namespace that lets it reach ``needed``.
+    Its output is captured, or goes to the open files ``stdout`` and ``stderr`` when given."""
+    streams = {"stdout": stdout, "stderr": stderr} if stdout is not None else {"capture_output": True}
     if os.geteuid() != 0:
-        return subprocess.run(command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+        return subprocess.run(command, text=True, env=env, cwd=REPO, timeout=600, **streams)
     drop = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--inh-caps=-all", "--"]
     hidden = {b for b in map(_blocked, needed) if b is not None}
     if not hidden:
-        return subprocess.run(drop + command, capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+        return subprocess.run(drop + command, text=True, env=env, cwd=REPO, timeout=600, **streams)
     harness = ["bwrap", "--dev-bind", "/", "/", "--die-with-parent"]
     for top in sorted(hidden):
         harness += ["--perms", "0755", "--tmpfs", str(top)]
@@ -70,8 +73,7 @@ def _as_user(command: list[str], needed: list[Path], env: dict[str, str]) -> sub
                 for parent in made:
                     harness += ["--perms", "0755", "--dir", str(parent)]
                 harness += ["--bind", str(path), str(path)]
-    return subprocess.run(harness + ["--"] + drop + command, capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=600)
+    return subprocess.run(harness + ["--"] + drop + command, text=True, env=env, cwd=REPO, timeout=600, **streams)
 
 
 @pytest.fixture(scope="module")

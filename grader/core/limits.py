@@ -77,6 +77,18 @@ class Limits:
     """Largest notebook file graded (``--max-notebook``); a larger one is refused before it is read."""
     judge_timeout: int | None = None
     """Seconds the grader's own check of one saved file may take (in its judge process); default the lab's."""
+    saved_files: int = 256
+    """Files the hidden cases may save for the grader's checks (``--max-saved-files``): one per case that
+    declares one; the cases past it are failed, unjudged (``grader.judge.artifacts``)."""
+    saved_file: int = 512 << 20
+    """Largest saved file the grader judges (``--max-saved-file``); a larger one fails its case, unjudged
+    (the largest model a course lab saves is about 250 MB)."""
+    saved_total: int = 1536 << 20
+    """Bytes of saved files the grader judges per submission (``--max-saved``), in case order; a case whose
+    file would go over it fails, unjudged."""
+    kept_saved: int = 64 << 20
+    """Bytes of judged files copied into the submission's results folder for disputes (``--keep-saved``),
+    each at most ``grader.judge.artifacts.KEEP_FILE``; the others are listed by size and SHA-256 only."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,7 +99,9 @@ class Limits:
                           for label, value in (("timeout", self.notebook_timeout), ("cell", self.cell_timeout)))
         return (f"{times}, memory {format_size(self.memory)}, {self.procs} processes, "
                 f"files up to {format_size(self.fsize)} each and {format_size(self.disk)} in all, "
-                f"output {format_size(self.output)} per cell, notebooks up to {format_size(self.notebook_size)}")
+                f"output {format_size(self.output)} per cell, notebooks up to {format_size(self.notebook_size)}, "
+                f"saved files: {self.saved_files}, up to {format_size(self.saved_file)} each and "
+                f"{format_size(self.saved_total)} in all, {format_size(self.kept_saved)} kept")
 
 
 @dataclass(frozen=True)

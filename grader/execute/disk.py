@@ -7,9 +7,11 @@ counts, in files it deleted but holds open too, and a write past the end fails w
 left on device"; the watchdog reads the filesystem's usage (``statvfs``, a cheap call) and stops
 the submission once it is over the limit.
 
-Elsewhere the folder is a plain folder: the watchdog measures it every 2 s by walking it, and
-adds the files the submission's processes hold open after deleting them (``/proc/<pid>/fd``).
-A file created and filled between two measurements can overshoot the limit until the next one.
+Elsewhere the folder is a plain folder: the watchdog measures it every 2 s by walking it (by
+descriptors, at any depth: :mod:`grader.execute.tree`; a folder nested deeper than the walk goes
+or made unreadable stops the submission, as over the limit), and adds the files the submission's
+processes hold open after deleting them (``/proc/<pid>/fd``). A file created and filled between two
+measurements can overshoot the limit until the next one.
 
 In the sandbox the kernel's ``/tmp`` and ``/dev/shm`` are folders inside the scratch folder
 (:data:`TMP`, :data:`SHM`), so they count against the same limit.
@@ -19,19 +21,17 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 from pathlib import Path
 
+from grader.execute import tree
 from grader.execute.sandbox import scratch_base  # where student code's user can reach it
 
 ENV = "COURSE_SCRATCH_FS"
 """``off``: never mount a filesystem per submission (plain folders and the watchdog's walk)."""
 TMP, SHM, HOME, KERNEL = ".tmp", ".shm", ".home", ".kernel"
 """Folders inside the scratch folder: the sandbox's ``/tmp`` and ``/dev/shm``, ``$HOME``, the kernel's sockets."""
-MIN_BLOCK = 4096
-"""Every file or folder counts at least this much in a walk (an empty file still costs an inode)."""
 
 
 def _run(*cmd: str) -> None:
@@ -94,18 +94,10 @@ def limited() -> bool:
 
 
 def folder_size(folder: Path, stop_above: int) -> int:
-    """Bytes under ``folder`` (links not followed; each entry at least :data:`MIN_BLOCK`), counting
-    stops past ``stop_above``."""
-    total = 0
-    for root, dirs, files in os.walk(folder):
-        for name in files + dirs:
-            try:
-                total += max(os.lstat(os.path.join(root, name)).st_blocks * 512, MIN_BLOCK)
-            except OSError:
-                continue
-        if total > stop_above:
-            break
-    return total
+    """Bytes under ``folder`` (links not followed; each entry at least :data:`grader.execute.tree.MIN_BLOCK`),
+    counting stops past ``stop_above``; :class:`grader.execute.tree.Unmeasurable` for a folder nested too
+    deep or made unreadable (:func:`grader.execute.tree.size`)."""
+    return tree.size(folder, stop_above)
 
 
 class Scratch:
@@ -205,20 +197,4 @@ class Scratch:
                 subprocess.run(["umount", "-l", str(self.path)], capture_output=True, timeout=60)
             self.image.unlink(missing_ok=True)
             self.image = None
-        _force_rmtree(self.path)
-
-
-def _force_rmtree(path: Path) -> None:
-    def fix(function, name, _exc):  # noqa: ANN001 (shutil's onerror signature)
-        try:  # a folder the submission made unreadable or unwritable: give it back to the grader
-            parent = os.path.dirname(name)
-            os.chmod(parent, stat.S_IRWXU)
-            if os.path.isdir(name) and not os.path.islink(name):
-                os.chmod(name, stat.S_IRWXU)
-            function(name)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=fix)
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
+        tree.remove(self.path)  # at any depth, whatever the submission did to its permissions

@@ -14,7 +14,9 @@ is therefore at most the two plus the kernel's start and shutdown.
 The kernel is started through :func:`grader.execute.launch.command_prefix`: in its own cgroup where there
 is one (:mod:`grader.execute.cgroups`), as an unprivileged user, under rlimits, in the bubblewrap sandbox
 when it is usable (:mod:`grader.execute.sandbox`), with a watchdog on it (:mod:`grader.execute.watchdog`). It
-talks to the grader over Unix sockets in ``<workdir>/.kernel/``.
+talks to the grader over Unix sockets in ``<workdir>/.kernel/``. It holds no descriptor of the grader's:
+its standard input is ``/dev/null``, its standard output and error a pipe the grader drains with a cap
+(:mod:`grader.execute.drain`), and nothing else is inherited (``close_fds``).
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from grader.core.limits import Deadlines, Limits
 from grader.core.limits import tasks as task_limit
 from grader.core.notebook import cell_tasks
 from grader.execute import cgroups, confinement, disk, launch, relay
+from grader.execute.drain import Captured, Drain
 from grader.execute.output import BoundedClient, SafeSession, bounded_context, install_kernel_cap
 from grader.execute.watchdog import Breach, Watchdog
 
@@ -84,6 +87,9 @@ class Execution:
     """Bytes of cell output dropped over the output limits."""
     messages_dropped: int = 0
     """Kernel messages dropped unread: too large, unsigned, or without the fields the grader reads."""
+    stdio: Captured = Captured()
+    """What the kernel (and every process it started) wrote to its standard output and error, below
+    the message channel: its first and last bytes, for the instructor (:mod:`grader.execute.drain`)."""
 
 
 SLACK = 64 << 10
@@ -222,10 +228,12 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
     start = time.monotonic()
     run = _CellRun(client, nb, tasks, count, deadlines)
     watchdog: Watchdog | None = None
+    drain = Drain()  # the kernel's stdout and stderr: a pipe of the grader's, never the grader's own
     try:
-        # the kernel's own log (not cell output) would only add noise to the grader's terminal
         # cleanup_kc: shut the kernel down and close the client's sockets even though we made the km
-        with client.setup_kernel(env=kernel_env, stderr=subprocess.DEVNULL, cleanup_kc=True):
+        with client.setup_kernel(env=kernel_env, stdin=subprocess.DEVNULL, stdout=drain.fd, stderr=drain.fd,
+                                 cleanup_kc=True):
+            drain.started()
             watchdog = Watchdog(km.provisioner.process.pid, memory=limits.memory, procs=limits.procs,
                                 scratch=scratch, disk=limits.disk, cgroup=group,
                                 deadline=start + deadlines.notebook, relay=km.relay,
@@ -248,8 +256,9 @@ def execute(nb: nbformat.NotebookNode, workdir: Path | disk.Scratch, env: Mappin
                 group.remove()
             except OSError:
                 pass
+        stdio = drain.finish()
     return Execution(run.status, time.monotonic() - start, tuple(run.errors), run.message, run.stopped, sandboxed,
-                     peak, client.dropped, km.session.dropped)
+                     peak, client.dropped, km.session.dropped, stdio)
 
 
 def _kernel_manager(scratch: disk.Scratch, *, sandboxed: bool, owner: tuple[int, int] | None, limits: Limits,

@@ -35,6 +35,7 @@ import psutil
 from grader.core.limits import format_size
 from grader.execute.cgroups import Group
 from grader.execute.disk import Scratch
+from grader.execute.tree import Unmeasurable
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,11 @@ class Watchdog:
             return Breach("procs", f"ran more than {self.procs} processes (or threads) at once; that is the "
                                    "limit per submission")
         if self.disk and self.scratch is not None and (self.scratch.mounted or polls % DISK_EVERY == 0):
-            used = self.scratch.usage(self.disk)
+            try:
+                used = self.scratch.usage(self.disk)
+            except Unmeasurable as exc:  # what the grader cannot measure counts as over the limit
+                return Breach("disk", f"{exc}, so its files could not be measured against the "
+                                      f"{format_size(self.disk)} limit per submission")
             if not self.scratch.mounted and used <= self.disk:
                 used += held_files(pids, maps=self._maps)[1]
             if used > self.disk or self.scratch.full():

@@ -30,6 +30,7 @@ from grader.core import records as stored_records
 from grader.core import safe_text
 from grader.core.files import write_csv
 from grader.core.limits import Limits
+from grader.core.namespace import class_file
 from grader.core.results import SubmissionResult
 from grader.execute import confinement
 from grader.grade import resume
@@ -104,6 +105,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     if not any(os.path.lexists(p) for p in paths):
         print(f"grader: nothing to grade: {shown} not found", file=sys.stderr)
         return 2
+    class_folder.free_class_names(out)
     subs, unknown, order = collect(list(paths), lab, out)
     if not (subs or unknown):
         print(f"grader: nothing to grade: no .ipynb files under {shown}", file=sys.stderr)
@@ -157,7 +159,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     class_folder.write(book, feedback_dir=feedback_dir)
     print(gradebook.render(list(book.rows)))
     print("\nPer task:\n" + stats.render(list(book.stats)))
-    write_csv(out / "regrade_diff.csv", resume.CHANGE_HEADERS, [c.row() for c in changes])
+    write_csv(class_file(out, "regrade_diff.csv"), resume.CHANGE_HEADERS, [c.row() for c in changes])
     if changes:
         from tabulate import tabulate
         print(f"\nScores changed in this run ({len({c.submission for c in changes})} submissions):")

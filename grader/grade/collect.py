@@ -22,6 +22,7 @@ from typing import Iterable
 
 from grader.core import notebook
 from grader.core import records as stored_records
+from grader.core.namespace import folder_key, is_reserved, unreserved
 from grader.core.safe_text import LIMIT_MESSAGE, file_name, plain
 from util.contract import Lab
 from util.labs import LABS, get_lab
@@ -110,9 +111,10 @@ def find_submissions(paths: Iterable[Path]) -> list[Path]:
 
 
 def folder_name(raw: str) -> str:
-    """A submitted name as one safe folder name: :func:`file_name`-clean, no ``/``, not hidden, and
+    """A submitted name as one safe folder name: :func:`file_name`-clean, no ``/``, not hidden, never
+    ending like a class file (``gradebook.csv`` -> ``gradebook_csv``: :mod:`grader.core.namespace`), and
     at most ``MAX_FOLDER_BYTES - 8`` bytes (a cut name ends with a hash of the whole name)."""
-    name = file_name(raw, LIMIT_MESSAGE).replace("/", "_")
+    name = unreserved(file_name(raw, LIMIT_MESSAGE).replace("/", "_"))
     if not name or name.startswith("."):
         name = "_" + name
     if len(name.encode("utf-8")) > MAX_FOLDER_BYTES - 8:
@@ -131,12 +133,15 @@ def output_names(paths: list[Path]) -> list[str]:
     """A distinct, safe folder name per submission: its file name without ``.ipynb`` or, for names
     that several submissions share, its path from their common folder (``alice__lab1``; a folder
     named like its notebook is not repeated: ``labN__x/x.ipynb`` -> ``labN__x``). Paths are never
-    resolved: a link is named after itself, not its target."""
+    resolved: a link is named after itself, not its target. Names that differ only in letter case or
+    Unicode normalization count as one (:func:`grader.core.namespace.folder_key`): on a Mac they would
+    be one folder, and one student's results would replace another's."""
     if not paths:
         return []
     absolute = [Path(os.path.abspath(p)) for p in paths]
     stems = [folder_name(_stem(p)) for p in absolute]
-    if len(set(stems)) == len(stems):
+    keys = [folder_key(stem) for stem in stems]
+    if len(set(keys)) == len(keys):
         return stems
     common = Path(os.path.commonpath([str(p.parent) for p in absolute]))
 
@@ -147,14 +152,17 @@ def output_names(paths: list[Path]) -> list[str]:
             parts.pop()
         return folder_name("__".join(parts))
 
-    names = [stem if stems.count(stem) == 1 else long_name(p, True) for p, stem in zip(absolute, stems)]
-    if len(set(names)) != len(names):
+    names = [stem if keys.count(key) == 1 else long_name(p, True) for p, stem, key in zip(absolute, stems, keys)]
+    if len({folder_key(name) for name in names}) != len(names):
         names = [long_name(p, False) for p in absolute]
-    seen: dict[str, int] = {}
-    for i, name in enumerate(names):  # names that only cleaning made equal (b"a\xff" and "a\\xff")
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            names[i] = f"{name}~{seen[name]}"
+    used: set[str] = set()
+    for i, name in enumerate(names):  # names that only cleaning (or letter case) made equal (b"a\xff" and "a\\xff")
+        candidate, count = name, 1
+        while folder_key(candidate) in used:
+            count += 1
+            candidate = f"{name}~{count}"
+        names[i] = candidate
+        used.add(folder_key(candidate))
     return names
 
 
@@ -226,18 +234,18 @@ def keep_folders(paths: list[Path], names: list[str], out: Path) -> list[str]:
     class run gave it, and never overwrites another student's."""
     records = stored_records.load_all(out)
     by_source = {os.path.abspath(r.source): name for name, r in records.items() if r.source}
-    taken = set(records)
-    chosen = []
+    taken = {folder_key(name) for name in records}
+    chosen: list[str] = []
     for path, name in zip(paths, names):
         earlier = by_source.get(os.path.abspath(path))
-        if earlier is not None:
+        if earlier is not None and not is_reserved(earlier):  # (a class file's name: never kept)
             chosen.append(earlier)
             continue
         parts = list(Path(os.path.abspath(path)).with_suffix("").parts[1:])
         if len(parts) >= 2 and parts[-2] == parts[-1]:  # a folder named like its notebook (a lab with support files)
             parts.pop()
         candidate, depth = name, 2
-        while candidate in taken or candidate in chosen:
+        while folder_key(candidate) in taken or folder_key(candidate) in map(folder_key, chosen):
             candidate = folder_name("__".join(parts[-depth:])) if depth <= len(parts) else f"{name}__{depth}"
             depth += 1
         chosen.append(candidate)

@@ -70,13 +70,18 @@ def _package_files() -> list[Path]:
 
 
 def limit_flags(limits: Limits) -> str:
-    """The ``autograde`` flags that carry ``limits`` (time limits only when set)."""
+    """The ``autograde`` flags that carry every one of ``limits`` (time limits only when set)."""
     flags = [f"--memory {limits.memory}", f"--procs {limits.procs}", f"--fsize {limits.fsize}",
-             f"--disk {limits.disk}", f"--max-output {limits.output}"]
+             f"--disk {limits.disk}", f"--max-output {limits.output}", f"--max-notebook-output {limits.notebook_output}",
+             f"--max-notebook {limits.notebook_size}",
+             f"--max-saved-files {limits.saved_files}", f"--max-saved-file {limits.saved_file}",
+             f"--max-saved {limits.saved_total}", f"--keep-saved {limits.kept_saved}"]
     if limits.notebook_timeout:
         flags.append(f"--timeout {limits.notebook_timeout}")
     if limits.cell_timeout:
         flags.append(f"--cell-timeout {limits.cell_timeout}")
+    if limits.judge_timeout:
+        flags.append(f"--judge-timeout {limits.judge_timeout}")
     return " ".join(flags)
 
 

@@ -34,7 +34,7 @@ MAX_PARCEL = 64 * 2**20
 """Largest parcel (compressed) sent to a worker: a notebook is refused over 32 MiB anyway."""
 MAX_RESULT = 256 * 2**20
 """Largest result folder (all its files together) a worker sends back."""
-TEXT_SUFFIXES = (".json", ".md", ".html", ".ipynb", ".csv", ".txt")
+TEXT_SUFFIXES = (".json", ".md", ".html", ".ipynb", ".csv", ".txt", ".log")
 """Result files whose paths are rewritten on the way back; every other file (models the grader
 judged, under ``files/``) comes back untouched."""
 

@@ -23,7 +23,7 @@ from grader.execute.disk import Scratch
 from grader.execute.kernel import Execution, execute
 from grader.execute.scratch import copy_support, kernel_env
 from grader.judge import artifacts
-from grader.judge.artifacts import SavedFile
+from grader.judge.artifacts import Listing
 from grader.judge.exports import read_exports
 from util.artifacts import FILES_DIR
 from util.contract import Lab
@@ -42,9 +42,10 @@ class Run:
     """How the execution went."""
     notebook: nbformat.NotebookNode
     """The executed notebook, with outputs (for instructors to read)."""
-    files: dict[str, SavedFile] = field(default_factory=dict)
-    """Files the hidden cases saved for the grader's own checks (``grader.judge.artifacts.list_files``);
-    their paths are gone once the run is over (``files_out`` keeps copies)."""
+    files: Listing = field(default_factory=Listing)
+    """Files the hidden cases saved for the grader's own checks, and how many others the folder held
+    (``grader.judge.artifacts.list_files``); their paths are gone once the run is over (``files_out``
+    keeps copies of the small ones)."""
     verdicts: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     """Task id -> case id -> problems the grader's checks found in the saved files (judged before the
     scratch folder went, :func:`grader.judge.artifacts.verdicts`)."""
@@ -73,7 +74,8 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
 
     ``source_dir`` is the notebook's folder: the lab's support files (``Lab.support``, e.g. a C++
     project) are copied from there into the scratch folder first (:func:`copy_support`).
-    ``files_out``: where to keep the saved files (the small ones) and their manifest, for disputes.
+    ``files_out``: where to keep the saved files (the small ones, within ``limits.kept_saved``) and their
+    manifest, for disputes.
 
     ``limits`` bounds memory, processes, file size and output, and overrides the lab's time limits
     (:meth:`grader.core.limits.Deadlines.resolve`); ``sandbox`` forces the bubblewrap sandbox on or
@@ -99,12 +101,13 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
                                   f"{str(exc)[:300]}); it is not your fault: answers exported before still count, "
                                   "and it will be graded again")
         exports = read_exports(answers_dir, cases_path)  # bounded, links not followed, shapes checked
-        files = artifacts.list_files(answers_dir / FILES_DIR)  # judged now: the scratch folder goes below
+        # only the files the cases declare, bounded before anything is read; judged now: the scratch folder goes below
+        files = artifacts.list_files(answers_dir / FILES_DIR, artifacts.declared(lab, exports.cases), limits)
         _passable(work.path, answers_dir / FILES_DIR)  # the judge runs as a user of its own
         verdicts = artifacts.verdicts(lab, exports.cases, files, limits=limits, deadlines=deadlines,
                                      sandbox=sandboxed)
         if files_out is not None:
-            artifacts.save_files(files, files_out)
+            artifacts.save_files(files, files_out, limits)
         return Run(exports.answers, exports.cases, execution, nb, files=files, verdicts=verdicts, refused=exports.refused)
     finally:
         work.remove()

@@ -2,8 +2,9 @@
 
 Per submission, ``<out>/<name>/`` gets ``results.json`` (Gradescope's schema), ``answers.json``
 (task id -> exported value), ``cases.json`` (what the student's functions returned on the hidden
-inputs; for disputes, never shown to students), ``executed.ipynb`` and ``feedback.md`` (for the
-student). Grading a whole class (parallel, resumable, gradebook, statistics) is :mod:`grader.grade.batch`.
+inputs; for disputes, never shown to students), ``executed.ipynb``, ``feedback.md`` (for the
+student) and, when the kernel wrote any, ``kernel.log`` (the first and last bytes of its standard
+output and error, for the instructor). Grading a whole class (parallel, resumable, gradebook, statistics) is :mod:`grader.grade.batch`.
 """
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from grader.core import notebook
+from grader.core import files, notebook
 from grader.core.limits import Limits, format_size
 from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
-from grader.core.safe_text import file_name, json_value
+from grader.core.safe_text import file_name, json_value, plain
 from grader.grade.collect import refusal
 from grader.grade.run import run_notebook
 from grader.judge import references
@@ -24,6 +25,9 @@ from grader.report import feedback
 from util.answers import write_json
 from util.contract import Lab
 
+KERNEL_LOG = "kernel.log"
+"""The first and last bytes the kernel wrote to its standard output and error (:mod:`grader.execute.drain`),
+escaped; written only when it wrote any. For the instructor's diagnosis of a crash, never graded."""
 TOO_LARGE = "too large"
 """The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
@@ -117,6 +121,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         notes += (run.execution.message,)
     if HIDDEN in run.refused:
         notes += (f"the hidden cases' results were not read: {run.refused[HIDDEN]}; return what each task asks for",)
+    if run.files.note():
+        notes += (run.files.note(),)
     if run.execution.output_dropped:
         notes += (f"{format_size(run.execution.output_dropped)} of printed output was dropped (output is "
                   "kept up to a limit; it is never graded)",)
@@ -126,6 +132,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         write_json(out_dir / "answers.json", json_value(run.answers))  # valid UTF-8, whatever the strings hold
         write_json(out_dir / "cases.json", json_value(run.cases))
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8", errors="replace")
+        if run.execution.stdio.total:  # what the kernel wrote below its messages: for the instructor only
+            files.write_text(out_dir / KERNEL_LOG, plain(run.execution.stdio.text(), 1 << 20))
         _write_feedback(out_dir, result)
     return result
 

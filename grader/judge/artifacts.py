@@ -2,14 +2,23 @@
 
 A task whose answer JSON cannot hold (an ONNX model) declares ``grader_check="module:function"``
 (``util/contract.py``). In the kernel, its ``run_case`` saves the file with ``util.artifacts``
-into ``<answers>/files/``. Before the scratch folder is deleted, :func:`list_files` lists that
+into ``<answers>/files/``, named ``util.artifacts.case_file(spec, suffix)``. Before the scratch
+folder is deleted, :func:`declared` says which files the lab's cases declare (a case of a task
+with a ``grader_check`` whose kernel record is ``ok``), :func:`list_files` finds those in the
 folder (sizes and SHA-256, streamed: the grader never holds a file in memory), :func:`verdicts`
 has each case's file judged in a confined judge process (:mod:`grader.judge.isolated`), and
-:func:`save_files` copies the small files beside ``results.json`` for disputes.
+:func:`save_files` copies the small judged files beside ``results.json`` for disputes.
 
-The files come from the student's kernel, so they are untrusted: sizes are bounded, only plain
-files with the names the grader expects are listed (never a link), and a check that raises,
-crashes, hangs or bloats its process is reported as a problem with that case only.
+The files come from the student's kernel, so they are untrusted, and what they may cost is
+bounded before anything is read or copied, whatever kind of file a lab saves
+(:class:`grader.core.limits.Limits`): at most ``saved_files`` files, each at most ``saved_file``
+bytes, ``saved_total`` in all are judged, in case order; a case over a bound fails, unjudged, with
+a message saying the bound. Anything else in the folder (a file no case declares, a second file
+for one case, a link, a folder, a FIFO) is neither judged nor kept, only counted
+(:attr:`Listing.undeclared`, a note in the results). Of the judged files, at most
+:data:`KEEP_FILE` each and ``kept_saved`` in all are copied; every one is listed by size and
+SHA-256 in ``manifest.json``. A check that raises, crashes, hangs or bloats its process is reported
+as a problem with that case only.
 """
 from __future__ import annotations
 
@@ -17,9 +26,10 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import shutil
+import os
+import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -27,16 +37,17 @@ from grader.core.limits import Deadlines, Limits, format_size
 from grader.judge.isolated import judge
 from util import labs
 from util.artifacts import case_stem
-from util.contract import Lab, Task
+from util.contract import Case, Lab, Task
 
-MAX_FILE_BYTES = 512 * 2**20
-"""A saved file larger than this is not judged (AlexNet's tiled model is about 250 MB)."""
-MAX_TOTAL_BYTES = 1536 * 2**20
-"""At most this much of one notebook's files is judged, in name order."""
-MAX_FILES = 256
-"""At most this many saved files are listed (a task saves one per case)."""
-KEEP_BYTES = 16 * 2**20
-"""Files up to this size are copied to the submission's output folder; larger ones are listed by hash."""
+KEEP_FILE = 16 * 2**20
+"""Judged files up to this size may be copied to the submission's results folder (``Limits.kept_saved``
+bounds them all together); larger ones are listed by size and SHA-256 only."""
+SUFFIX = re.compile(r"(\.[A-Za-z0-9_+-]{1,16}){0,3}")
+"""What may follow a case's stem in its file's name (``.onnx``, ``.npz``, ``.so``, ``.tar.gz``):
+any kind of file a lab saves, never a name a terminal or a file system would trip on."""
+STEM = len(case_stem({}))
+"""Length of a case file's stem, ``case-`` and 16 hex digits (:func:`util.artifacts.case_stem`)."""
+DO_ONLY = "return only what the task asks for, as the lab's helpers save it"
 
 
 @dataclass(frozen=True)
@@ -49,43 +60,129 @@ class SavedFile:
     path: Path | None = None
     """Where it lies (inside the scratch folder, gone once the run is over); ``None``: not judged."""
     reason: str = ""
-    """Why it is not judged (too large, over the total), when ``path`` is ``None``."""
+    """Why it is not judged (over a bound, unreadable), when ``path`` is ``None``: the case's failure."""
+    inode: tuple[int, int] = (0, 0)
+    """(device, inode) of the file that was hashed: the copy for disputes is taken from that file only."""
 
 
-def _digest(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
+@dataclass(frozen=True)
+class Listing:
+    """What the grader found in a notebook's saved-files folder."""
+
+    files: dict[str, SavedFile] = field(default_factory=dict)
+    """File name -> the file a declared case saved (judged, or why not), in case order."""
+    undeclared: int = 0
+    """Entries of the folder that no case declares (another name, a second file for one case, a link,
+    a folder...): neither judged nor kept."""
+    undeclared_bytes: int = 0
+    """Their sizes together (as ``lstat`` gives them; a folder's contents are not counted)."""
+
+    def note(self) -> str | None:
+        """For the results' notes: what was left unjudged, or ``None``."""
+        if not self.undeclared:
+            return None
+        files = "file" if self.undeclared == 1 else "files"
+        return (f"{self.undeclared:,} {files} ({format_size(self.undeclared_bytes)}) among the files saved for "
+                "the grader's checks belong to no hidden case: neither judged nor kept (only the file each "
+                "case saves through the lab's helpers counts)")
 
 
-def list_files(folder: Path) -> dict[str, SavedFile]:
-    """File name -> :class:`SavedFile` for each plain ``case-*`` file in ``folder`` (links never followed)."""
-    files: dict[str, SavedFile] = {}
+def declared(lab: Lab, cases: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """Case file stem (:func:`util.artifacts.case_stem`) -> (task id, case id), in task and case order,
+    for every case of a task with a ``grader_check`` whose kernel record is ``ok``: the only files
+    the grader judges or keeps (the other cases already failed in the kernel)."""
+    out: dict[str, tuple[str, str]] = {}
+    for task in lab.tasks:
+        if getattr(task, "grader_check", None):
+            for case in task.cases:
+                if _ran(cases, task, case):
+                    out.setdefault(case_stem(case.spec), (task.id, case.id))
+    return out
+
+
+def _ran(cases: Mapping[str, Any], task: Task, case: Case) -> bool:
+    """Whether the kernel's record of ``case`` (whatever the kernel wrote) says it returned (``ok``)."""
+    records = cases.get(task.id) if isinstance(cases, Mapping) else None
+    record = records.get(case.id) if isinstance(records, Mapping) else None
+    return isinstance(record, Mapping) and record.get("status") == "ok"
+
+
+def _open(path: Path) -> int:
+    """A descriptor on the plain file at ``path``: never through a link, never blocking on a FIFO
+    (``OSError`` for anything that is not a plain file)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(0, "not a plain file")
+    return fd
+
+
+def _hashed(path: Path, name: str) -> SavedFile:
+    """``path`` with its size and SHA-256, read once from one descriptor."""
+    fd = _open(path)
+    try:
+        info = os.fstat(fd)
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()
+        return SavedFile(name, info.st_size, digest, path, inode=(info.st_dev, info.st_ino))
+    finally:
+        os.close(fd)
+
+
+def list_files(folder: Path, stems: Mapping[str, Any], limits: Limits | None = None) -> Listing:
+    """The files in ``folder`` that the cases ``stems`` declare (:func:`declared`), each hashed or
+    refused with the bound it broke (:class:`grader.core.limits.Limits`), in the order of ``stems``;
+    every other entry counted, unread. The folder is read entry by entry (a million entries cost
+    time, never memory) and links are never followed."""
+    limits = limits or Limits()
+    found: dict[str, list[tuple[str, int]]] = {}
+    undeclared = undeclared_bytes = 0
     if not folder.is_dir() or folder.is_symlink():
-        return files
+        return Listing()
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    undeclared += 1
+                    continue
+                stem, rest = entry.name[:STEM], entry.name[STEM:]
+                if stem in stems and SUFFIX.fullmatch(rest) and stat.S_ISREG(info.st_mode):
+                    found.setdefault(stem, []).append((entry.name, info.st_size))
+                else:
+                    undeclared += 1
+                    undeclared_bytes += info.st_size
+    except OSError:
+        pass
+    files: dict[str, SavedFile] = {}
     total = 0
-    for path in sorted(folder.iterdir())[:MAX_FILES * 4]:
-        try:
-            info = path.lstat()
-        except OSError:
+    for stem in stems:
+        if stem not in found:
             continue
-        if not path.name.startswith("case-") or not stat.S_ISREG(info.st_mode) or len(files) >= MAX_FILES:
-            continue
-        size = info.st_size
-        if size > MAX_FILE_BYTES:
-            files[path.name] = SavedFile(path.name, size, reason=f"the saved file is {format_size(size)}, over the "
-                                                                 f"{format_size(MAX_FILE_BYTES)} limit")
-        elif total + size > MAX_TOTAL_BYTES:
-            files[path.name] = SavedFile(path.name, size, reason=f"the notebook saved over "
-                                                                 f"{format_size(MAX_TOTAL_BYTES)} of files; this one "
-                                                                 "was not judged")
+        (name, size), *others = sorted(found[stem])  # one file per case: the others are extras
+        undeclared += len(others)
+        undeclared_bytes += sum(s for _, s in others)
+        if len(files) >= limits.saved_files:
+            files[name] = SavedFile(name, size, reason=(
+                f"the hidden cases saved more than {limits.saved_files} files for the grader's checks, the most it "
+                f"reads: this case's was not judged; {DO_ONLY}"))
+        elif size > limits.saved_file:
+            files[name] = SavedFile(name, size, reason=(
+                f"the file this case saved is {format_size(size)}, over the {format_size(limits.saved_file)} the "
+                f"grader reads per file: it was not judged; {DO_ONLY}"))
+        elif total + size > limits.saved_total:
+            files[name] = SavedFile(name, size, reason=(
+                f"the hidden cases saved more than {format_size(limits.saved_total)} of files in all, the most the "
+                f"grader reads, and this case's file ({format_size(size)}) was past it: it was not judged; {DO_ONLY}"))
         else:
             try:
-                files[path.name] = SavedFile(path.name, size, _digest(path), path)
-                total += size
+                files[name] = _hashed(folder / name, name)
+                total += files[name].size
             except OSError as exc:
-                files[path.name] = SavedFile(path.name, size, reason=f"the saved file could not be read "
-                                                                     f"({exc.strerror})")
-    return files
+                files[name] = SavedFile(name, size, reason=f"the file this case saved could not be read "
+                                                           f"({exc.strerror or exc}); {DO_ONLY}")
+    return Listing(files, undeclared, undeclared_bytes)
 
 
 def check_function(task: Task) -> Callable[[Mapping[str, Any], bytes, Any], list[str]]:
@@ -115,20 +212,22 @@ def check_module(task: Task) -> str:
 def _case_file(files: Mapping[str, SavedFile], spec: Mapping[str, Any]) -> SavedFile | None:
     """The file case ``spec`` saved, whatever its suffix (``case-<hash>.onnx``, ``.npz``, ``.so``...)."""
     stem = case_stem(spec)
-    found = [name for name in files if name == stem or name.startswith(stem + ".")]
+    found = [name for name in files if name[:STEM] == stem and SUFFIX.fullmatch(name[STEM:])]
     return files[sorted(found)[0]] if found else None
 
 
-def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[str, SavedFile], *,
+def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | Mapping[str, SavedFile], *,
              limits: Limits | None = None, deadlines: Deadlines | None = None,
              sandbox: bool | None = None) -> dict[str, dict[str, list[str]]]:
     """Task id -> case id -> problems (empty: passed) for every case of a task with a ``grader_check``.
 
-    Only cases whose kernel record is ``ok`` are judged; the others already failed in the kernel.
+    Only cases whose kernel record is ``ok`` are judged (:func:`declared`); the others already failed in
+    the kernel. A case whose file broke a bound (:func:`list_files`) fails with the reason, unjudged.
     The checks run in a confined judge process (:func:`grader.judge.isolated.judge`), all of this
     notebook's in one (restarted after a case that kills it), each case under ``deadlines.judge``
     (default: the lab's, :meth:`grader.core.limits.Deadlines.resolve`).
     """
+    files = files.files if isinstance(files, Listing) else files
     out: dict[str, dict[str, list[str]]] = {}
     jobs, where, folders = [], [], set()
     for task in lab.tasks:
@@ -136,10 +235,8 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[st
             continue
         check_module(task)  # a declaration naming no module is the course's bug: say so now
         out[task.id] = {}
-        records = cases.get(task.id) if isinstance(cases, Mapping) else None
         for case in task.cases:
-            record = records.get(case.id) if isinstance(records, Mapping) else None
-            if not isinstance(record, Mapping) or record.get("status") != "ok":
+            if not _ran(cases, task, case):  # failed in the kernel already
                 continue
             saved = _case_file(files, case.spec)
             if saved is None:
@@ -161,22 +258,53 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Mapping[st
     return out
 
 
-def save_files(files: Mapping[str, SavedFile], folder: Path) -> None:
-    """Copy the small files to ``folder`` and list every file (size, SHA-256, kept or not) in ``manifest.json``."""
-    if not files:
+def _copy(saved: SavedFile, target: Path) -> bool:
+    """Copy the very file that was hashed to ``target``; whether it was (a file swapped since, or
+    grown past what was hashed, is not copied)."""
+    try:
+        fd = _open(saved.path)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if (info.st_dev, info.st_ino) != saved.inode or info.st_size != saved.size:
+            return False
+        with os.fdopen(os.dup(fd), "rb") as source, open(target, "wb") as out:
+            left = saved.size
+            while left > 0:
+                chunk = source.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+        return True
+    except OSError:
+        target.unlink(missing_ok=True)
+        return False
+    finally:
+        os.close(fd)
+
+
+def save_files(files: Listing | Mapping[str, SavedFile], folder: Path, limits: Limits | None = None) -> None:
+    """Copy judged files to ``folder`` while they fit (each at most :data:`KEEP_FILE`, all together at
+    most ``limits.kept_saved``, in case order) and list every declared file (size, SHA-256, kept or
+    not, or why it was not judged), and how many others were left, in ``manifest.json``."""
+    limits = limits or Limits()
+    listing = files if isinstance(files, Listing) else Listing(dict(files))
+    if not listing.files and not listing.undeclared:
         return
     folder.mkdir(parents=True, exist_ok=True)
-    manifest = {}
-    for name, saved in files.items():
+    manifest: dict[str, Any] = {}
+    kept_total = 0
+    for name, saved in listing.files.items():
         if saved.path is None:
             manifest[name] = {"read": False, "reason": saved.reason, "bytes": saved.size}
             continue
-        kept = saved.size <= KEEP_BYTES
-        if kept:
-            try:
-                with open(saved.path, "rb") as source, open(folder / name, "wb") as target:
-                    shutil.copyfileobj(source, target, 1 << 20)
-            except OSError:
-                kept = False
+        kept = saved.size <= min(KEEP_FILE, limits.kept_saved) and kept_total + saved.size <= limits.kept_saved
+        kept = kept and _copy(saved, folder / name)
+        kept_total += saved.size if kept else 0
         manifest[name] = {"bytes": saved.size, "sha256": saved.sha256, "kept": kept}
+    if listing.undeclared:
+        manifest["undeclared"] = {"files": listing.undeclared, "bytes": listing.undeclared_bytes,
+                                  "kept": False, "reason": "no hidden case declares them"}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")

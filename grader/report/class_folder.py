@@ -20,7 +20,8 @@ from pathlib import Path
 
 from grader.core import files
 from grader.core import records as stored_records
-from grader.core.records import Previous
+from grader.core.namespace import class_file, move_reserved
+from grader.core.records import RECORD, Previous
 from grader.report import feedback, gradebook, late, overrides, report_page, roster, stats
 from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
 from grader.report.settings import Settings
@@ -153,7 +154,7 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
 def write(book: Book, *, feedback_dir: Path | None = None) -> list[Path]:
     """Write the class's files into ``book.out`` (see the module's docstring); returns them."""
     written = gradebook.write(book.out, list(book.rows))
-    written.append(stats.write_csv(book.out / "statistics.csv", list(book.stats)))
+    written.append(stats.write_csv(class_file(book.out, "statistics.csv"), list(book.stats)))
     for row in book.rows:
         if row.result is None or not (book.out / row.submission).is_dir():
             continue
@@ -162,8 +163,20 @@ def write(book: Book, *, feedback_dir: Path | None = None) -> list[Path]:
             files.write_text(book.out / row.submission / f"feedback.{suffix}", text)
             if feedback_dir is not None:
                 files.write_text(feedback_dir / f"{row.submission}.{suffix}", text)
-    written.append(report_page.write(book.out / "report.html", book))
+    written.append(report_page.write(class_file(book.out, "report.html"), book))
     return written
+
+
+def free_class_names(out: Path) -> None:
+    """Move aside any submission folder an older grader named like a class file (``gradebook.csv/``,
+    :func:`grader.core.namespace.move_reserved`), saying so; call before reading the records."""
+    import sys
+
+    from grader.core import safe_text
+
+    for old, new in move_reserved(out, RECORD):
+        print(f"grader: moved {safe_text.terminal(old, 200)}/ to {safe_text.terminal(new, 200)}/: a submission's "
+              "folder may not be named like a class file", file=sys.stderr)
 
 
 def main(*, out: Path, feedback_dir: Path | None = None, settings: dict | None = None) -> int:
@@ -179,6 +192,7 @@ def main(*, out: Path, feedback_dir: Path | None = None, settings: dict | None =
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
+    free_class_names(out)
     book = build(out, class_settings)
     if not book.rows:
         print(f"grader: {out} holds no graded submission: run `python -m grader grade ... --out {out}` first",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.core import files, safe_text
+from grader.core.namespace import class_file
 from grader.report import class_folder, gradebook, lms
 from grader.report.lms.table import gather
 from grader.report.settings import Settings
@@ -72,6 +73,7 @@ def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[st
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
+    class_folder.free_class_names(out)
     book = class_folder.build(out, class_settings)
     if not book.rows:
         print(f"grader: nothing to export: {out} holds no graded submission (run `python -m grader grade ... "
@@ -83,7 +85,7 @@ def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[st
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
-    target = file or out / f"export_{fmt}.csv"
+    target = file or class_file(out, f"export_{fmt}.csv")
     files.write_csv(target, export.headers, export.rows, quote_all=export.quote_all)
     students = len(book.roster.students) if book.roster is not None else len(export.rows)
     print(f"{target}: {fmt} upload file, {students} rows; settings: {class_settings.describe()}")

@@ -31,6 +31,7 @@ from typing import Any
 from tabulate import tabulate
 
 from grader.core import files, safe_text
+from grader.core.namespace import class_file
 from grader.core.results import SubmissionResult
 from grader.report.late import Late
 from grader.report.overrides import Applied
@@ -171,12 +172,13 @@ def write(out: Path, rows: list[Row]) -> list[Path]:
     """Write ``gradebook.csv`` and one ``gradebook_<lab>.csv`` per lab into ``out``; returns them.
 
     Lab files of labs with no rows any more are removed, so the folder never shows stale ones."""
-    written = [files.write_csv(out / "gradebook.csv", *summary_table(rows))]
+    written = [files.write_csv(class_file(out, "gradebook.csv"), *summary_table(rows))]
     labs = list(dict.fromkeys(r.lab for r in rows))
     for lab in labs:
-        written.append(files.write_csv(out / f"gradebook_{lab}.csv", *lab_table([r for r in rows if r.lab == lab])))
+        written.append(files.write_csv(class_file(out, f"gradebook_{lab}.csv"),
+                                       *lab_table([r for r in rows if r.lab == lab])))
     for stale in out.glob("gradebook_*.csv"):
-        if stale not in written:
+        if stale not in written and stale.is_file() and not stale.is_symlink():
             stale.unlink()
     return written
 

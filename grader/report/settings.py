@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from grader.core import files
+from grader.core.namespace import class_file
 from grader.report.late import Policy, parse_time
 
 FILE = "class.json"
@@ -47,7 +48,7 @@ class Settings:
             return cls()
 
     def save(self, out: Path) -> None:
-        files.write_text(out / FILE, json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
+        files.write_text(class_file(out, FILE), json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
 
     def updated(self, *, roster: str | None = None, overrides: str | None = None, extensions: str | None = None,
                 deadlines: list[str] | None = None, late_policy: str | None = None) -> "Settings":
