@@ -8,9 +8,8 @@ derived from the case's input, so the grader finds the file without trusting any
 says about it.
 
 Its users: the labs' ``run_case`` functions in the kernel (``save_model``, ``save_arrays``,
-``save_file``: ``util/labs/lab3`` and ``lab5``-``lab8`` ``tasks.py``), the labs' grader-side judges
-(``read_saved_arrays``: ``util/labs/lab5``-``lab8`` ``judge.py``, and the labs after them), and the grader,
-which finds each case's file by its name (``grader/judge/artifacts.py``).
+``save_file``, in each lab's ``tasks.py``), the labs' grader-side judges (``read_saved_arrays``, in each
+lab's ``judge.py``), and the grader, which finds each case's file by its name (``grader/judge/artifacts.py``).
 """
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ from another model. ``load_onnx`` is the loader the labs use: it explains what i
 model in plain words instead of a protobuf traceback.
 
 Its users: the notebooks (``export_torchvision``, ``load_onnx``, ``tensor_bytes``) and every lab folder
-that builds or exports a graph (``util/labs/lab2``, ``lab3``, ``lab6``, ``lab7``, ``lab8``, and the labs
-after them): ``make_model`` is the one place a hand-built graph gets its opset and IR version.
+that builds or exports a graph: ``make_model`` is the one place a hand-built graph gets its opset and
+IR version.
 """
 from __future__ import annotations
 

@@ -8,10 +8,9 @@ notebook, the grader and the reference regeneration get the same bits. Warnings 
   optimizers switched off, optionally writing the optimised graph to a file;
 * :func:`run`: a model's outputs on some inputs, by output name.
 
-Its users: the labs' public checks, hidden cases and grader-side judges (``util/labs/lab3/tiling.py``,
-``lab3/public_checks.py``, ``lab6/runtime.py``, ``lab6/search.py``, ``lab7/summary.py``, ``lab7/judge.py``,
-``lab8/verify.py``), the notebooks that import them, and the labs after them. onnxruntime is imported
-inside the functions, so importing this module costs nothing.
+Its users: every lab that runs an ONNX model (public checks, hidden cases, grader-side judges) and
+the notebooks that import them. onnxruntime is imported inside the functions, so importing this module
+costs nothing.
 """
 from __future__ import annotations
 

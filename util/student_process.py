@@ -1,8 +1,7 @@
 """Student code a grader-side judge needs, run where it can reach neither the judge nor what the judge trusts.
 
-Some hidden cases cannot be decided from a file alone: lab 8 times the student's compiled kernel
-against the course's naive one, other labs replay a student's search or retrain with a student's
-function. The judge (grader code, in its own confined process) never loads or calls student code
+Some hidden cases cannot be decided from a file alone: a judge times the student's compiled kernel
+against the course's naive one, replays a student's search, or retrains with a student's function. The judge (grader code, in its own confined process) never loads or calls student code
 itself. It asks the grader for a **student process**: a separate process the grader starts in a
 sandbox of its own, as another unprivileged user (for a root grader; a non-root grader has one user,
 so there the walls are the namespaces), in its own process namespace, so it can neither trace,
