@@ -59,7 +59,7 @@ def float_model(spec: Mapping[str, Any]) -> bytes:
 
 
 def write_float_model(spec: Mapping[str, Any], folder: str | Path) -> str:
-    """Write :func:`float_model` ``(spec)`` to ``folder/float.onnx`` and return that path."""
+    """Write :func:`float_model` ``(spec)`` as ``float.onnx`` in ``folder`` and return its path."""
     path = Path(folder) / "float.onnx"
     path.write_bytes(float_model(spec))
     return str(path)
