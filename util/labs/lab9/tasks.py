@@ -1,0 +1,267 @@
+"""Lab 9, quantization from integer arithmetic to an ONNX QDQ model: the one declaration of its tasks.
+
+DigitsCNN trained on scikit-learn's bundled digits, BatchNorm folded (lab 5.1's function, given), is
+quantised by hand (9.1 affine quantisation, 9.2 calibration), run on integers only (9.3: int8 x int8
+into int64 accumulators, a fixed-point multiplier and shift, saturation), costed in bytes (9.4), then
+quantised by onnxruntime's ``quantize_static`` into a QDQ graph (9.5), whose error is localised layer
+by layer and repaired by keeping a 1-minimal set of layers in float (9.6, delta debugging).
+
+How each kind of value is graded:
+
+* integers exactly (zero points, counts, bytes, node names); scales and ranges within ``rtol=1e-6``
+  (float32 against float64 arithmetic: one float32 ulp is 6e-8); accuracies within 0.01 (one point)
+  in the answers, and by threshold in the grader's judge; rounding-error sizes as log10 within 0.5;
+* 9.3's hidden cases are compared as **bytes** against the course's integer reference
+  (``judge_intref.py``, grader-only), in the grader's judge process (``judge.py``);
+* 9.5's saved QDQ models and 9.6's saved node lists are judged there too: the judge re-runs
+  ``quantize_static`` itself. Nothing whose expected verdict is a constant is decided in the kernel.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from typing import Any, Callable, Mapping
+
+from util.contract import EXACT, Case, Lab, Task, Tolerance
+from util.labs.lab9.public_checks import CHECKS as PUBLIC
+
+LAB_NAME = "lab9"
+JUDGE = "util.labs.lab9.judge"
+SCALES = Tolerance(rtol=1e-6)
+"""Scales, ranges and SQNRs: float32 against float64 arithmetic."""
+ACCURACY = Tolerance(atol=0.01)
+"""Accuracies and agreements (fractions of 360 test images): within one point."""
+LOG10 = Tolerance(atol=0.5)
+"""log10 of relative errors: half a decade (rounding differs between CPUs' kernels)."""
+OUTLIER = {"outlier": 1000, "where": "conv1", "channel": 0}
+"""The answer's outlier model: channel 0 of conv1 1000 times larger, conv2 1000 times smaller on it."""
+
+
+# ---------------------------------------------------------------- 9.1
+
+def _quantized_summary(x, result, spec: Mapping[str, Any], axis) -> dict[str, Any]:
+    """What a call of ``quantize_tensor`` is compared by; the SQNR is the course's, from the student's
+    integers and scales."""
+    import numpy as np
+
+    if not (isinstance(result, (tuple, list)) and len(result) == 3):
+        raise TypeError("quantize_tensor must return a tuple (q, scale, zero_point)")
+    q, scale, zero_point = (np.asarray(v) for v in result)
+    channels = () if axis is None else (x.shape[axis],)
+    if q.shape != x.shape or q.dtype.kind not in "iu":
+        raise TypeError(f"q must be an integer array of the input's shape {list(x.shape)}; got {q.dtype} "
+                        f"{list(q.shape)}")
+    if scale.shape != channels or np.asarray(zero_point).shape != channels:
+        raise TypeError(f"scale and zero_point must have shape {list(channels)} (axis={axis}); got "
+                        f"{list(scale.shape)} and {list(np.asarray(zero_point).shape)}")
+    shape = [1] * x.ndim
+    if axis is not None:
+        shape[axis] = -1
+    restored = (q.astype(np.float64) - zero_point.astype(np.float64).reshape(shape)) * \
+        scale.astype(np.float64).reshape(shape)
+    noise = float(((x.astype(np.float64) - restored) ** 2).sum())
+    return {"scale": scale.astype(np.float64).ravel().tolist(), "zero_point": zero_point.astype(np.int64).ravel().tolist(),
+            "q_min": int(q.min()), "q_max": int(q.max()), "q_sum": int(q.astype(np.int64).sum()),
+            "sqnr_db": 10 * float(np.log10(float((x.astype(np.float64) ** 2).sum()) / noise)) if noise else 999.0}
+
+
+def _quantize(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab9.nets import tensor
+
+    x = tensor(spec)
+    axes = spec["axis"] if isinstance(spec["axis"], list) else [spec["axis"]]
+    found = {f"axis={axis}": _quantized_summary(x, fn(x.copy(), spec["bits"], spec["symmetric"], axis), spec, axis)
+             for axis in axes}
+    return found if len(found) > 1 else next(iter(found.values()))
+
+
+# ---------------------------------------------------------------- 9.2
+
+def _calibrate(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab9.nets import calibration_batches, calibration_net
+
+    method = spec["method"] if isinstance(spec["method"], str) else tuple(spec["method"])
+    ranges = fn(calibration_net(spec), calibration_batches(spec), method)
+    if not isinstance(ranges, Mapping):
+        raise TypeError(f"calibrate must return a dict {{node name: (lo, hi)}}, not {type(ranges).__name__}")
+    out = {}
+    for name, pair in ranges.items():
+        lo, hi = (float(v) for v in pair)
+        out[str(name)] = [lo, hi]
+    return out
+
+
+# ---------------------------------------------------------------- 9.3
+
+def _integer(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab9.qmodel import case_model
+
+    model, xq = case_model(spec)
+    y = np.asarray(fn(model, xq.copy()))
+    if y.dtype.kind not in "iu":
+        raise TypeError(f"run_integer must return an integer array (int8), not {y.dtype}")
+    save_arrays({"y": y}, spec, LAB_NAME)
+    return {"shape": list(y.shape)}
+
+
+# ---------------------------------------------------------------- 9.4
+
+def _bytes(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab9.nets import bytes_net
+
+    return {f"{bits}-bit": fn(bytes_net(spec["model"]), bits, spec["per_channel"], spec["symmetric"])
+            for bits in spec["bits"]}
+
+
+# ---------------------------------------------------------------- 9.5 and 9.6
+
+def _quantize_onnx(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from pathlib import Path
+
+    from util.artifacts import save_file
+    from util.labs.lab9.onnxq import calibration_images, quiet_onnxruntime, summarize_qdq, write_float_model
+
+    quiet_onnxruntime()
+    with tempfile.TemporaryDirectory() as folder:
+        path = fn(write_float_model(spec, folder), calibration_images(spec), per_channel=spec["per_channel"])
+        if not isinstance(path, (str, Path)) or not Path(path).is_file():
+            raise TypeError(f"quantize_onnx must return the path of the model it wrote, not {path!r}")
+        data = Path(path).read_bytes()
+    save_file(data, spec, LAB_NAME, ".onnx")
+    return summarize_qdq(data)
+
+
+def _keep_in_float(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.artifacts import save_file
+    from util.labs.lab9.onnxq import calibration_images, evaluation_images, quiet_onnxruntime, write_float_model
+
+    quiet_onnxruntime()
+    images, labels = evaluation_images(spec)
+    with tempfile.TemporaryDirectory() as folder:
+        names = fn(write_float_model(spec, folder), calibration_images(spec), images, labels,
+                   max_drop=spec["max_drop"])
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise TypeError(f"keep_in_float must return a list of node names, not {type(names).__name__}")
+    save_file(json.dumps(list(names)).encode(), spec, LAB_NAME, ".json")
+    return {"nodes": len(names)}
+
+
+def prepare() -> None:
+    """Fill the export cache: the trained DigitsCNN, the ONNX exports of its variants, ResNet-18 folded."""
+    from util.labs.lab9.onnxq import float_model
+
+    for task in LAB.tasks:
+        for case in task.cases:
+            if "model" in case.spec and task.id in ("9.5", "9.6"):
+                float_model(case.spec)
+    for model in ({}, OUTLIER):
+        float_model({"model": model})
+
+
+def _onnx_case(model: Any, calib: int, per_channel: bool) -> dict[str, Any]:
+    return {"model": model, "calib": calib, "per_channel": per_channel}
+
+
+def _set_case(where: str, channel: int, k: int) -> dict[str, Any]:
+    return {"model": {"outlier": k, "where": where, "channel": channel}, "calib": 32, "max_drop": 0.01}
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Quantization, from integer arithmetic to an ONNX QDQ model",
+    notebook="lab9_quantization.ipynb",
+    packages=("torch", "onnx", "onnxruntime", "numpy", "scikit-learn", "torchvision"),
+    prepare="util.labs.lab9.tasks:prepare",
+    shared_sources=("util/models.py", "util/data.py", "util/onnx_models.py", "util/onnx_session.py",
+                    "util/artifacts.py"),
+    tasks=(
+        Task(
+            id="9.1", title="Affine quantisation", answer_points=4,
+            answer="a dict of conv2's weight scales, SQNRs and the input activation's scale and zero point",
+            keys=("per_tensor_scale", "per_channel_scales", "sqnr_per_tensor_db", "sqnr_per_channel_db",
+                  "sqnr_4bit_per_channel_db", "activation_scale", "activation_zero_point"),
+            tolerance=SCALES, function="quantize_tensor", run_case=_quantize, checks=PUBLIC["9.1"],
+            cases=(
+                Case("an all-positive activation, 8-bit asymmetric",
+                     {"tensor": "all_positive", "seed": 31, "bits": 8, "symmetric": False, "axis": None}, 3),
+                Case("conv weights with a pruned (all-zero) filter, per channel",
+                     {"tensor": "pruned_filter", "seed": 32, "bits": 8, "symmetric": True, "axis": 0}, 3),
+                Case("4-bit symmetric weights, per tensor",
+                     {"tensor": "weights", "seed": 33, "bits": 4, "symmetric": True, "axis": None}, 3),
+                Case("one output channel 100x larger, per tensor and per channel",
+                     {"tensor": "one_channel_x100", "seed": 34, "bits": 8, "symmetric": True, "axis": [None, 0]}, 3),
+            ),
+        ),
+        Task(
+            id="9.2", title="Calibration after BN folding", answer_points=3,
+            answer="a dict {'minmax': ranges, 'percentile': ranges, 'qparams': {node: [scale, zero_point]}}",
+            keys=("minmax", "percentile", "qparams"), tolerance=SCALES, function="calibrate",
+            run_case=_calibrate, checks=PUBLIC["9.2"],
+            cases=(
+                Case("one outlier pixel, percentile 99.99",
+                     {"model": "conv_net", "seed": 41, "batches": [50, 50, 50, 50], "outlier": 1000.0,
+                      "method": ["percentile", 99.99]}, 4),
+                Case("a BatchNorm after a pool (it cannot fold), model handed over in train mode",
+                     {"model": "pool_then_bn", "seed": 42, "batches": [32, 32], "train_mode": True,
+                      "method": "minmax"}, 4),
+                Case("batches of 50, 7 and 1 images, in-place ReLUs, percentile 99.9",
+                     {"model": "in_place", "seed": 43, "batches": [50, 7, 1], "method": ["percentile", 99.9]}, 4),
+            ),
+        ),
+        Task(
+            id="9.3", title="Integer-only inference", answer_points=5,
+            answer="a dict for DigitsCNN run on integers only: accuracy, agreement with float, shifts, "
+                   "first image's int8 logits, accumulator bits",
+            keys=("accuracy", "agreement", "shift_min", "shift_max", "first_logits", "accumulator_bits"),
+            tolerance=ACCURACY, function="run_integer", run_case=_integer,
+            grader_check=f"{JUDGE}:check_integer", checks=PUBLIC["9.3"],
+            cases=(
+                Case("input zero point -128 with padding 1", {"model": "padded_conv", "seed": 51}, 4),
+                Case("depthwise, stride 2, output zero point 127 (saturates)",
+                     {"model": "depthwise_saturating", "seed": 52}, 4),
+                Case("multipliers just below 1 (M0 rounds to 2^31)", {"model": "multiplier_near_one", "seed": 53}, 4),
+                Case("2,304-deep linear: acc * M0 needs 64 bits", {"model": "deep_linear", "seed": 54}, 4),
+                Case("DigitsCNN's layers end to end", {"model": "digits_cnn", "seed": 55, "batch": 16}, 4),
+            ),
+        ),
+        Task(
+            id="9.4", title="Weight bytes at 8 and 4 bits", answer_points=4,
+            answer="a dict of bytes for DigitsCNN (folded) and ResNet-18",
+            keys=("digits_fp32", "digits_int8_per_channel", "digits_int8_per_tensor", "digits_int4_per_channel",
+                  "resnet18_fp32", "resnet18_int8_per_channel", "resnet18_int4_per_channel"),
+            tolerance=EXACT, function="quantized_weight_bytes", run_case=_bytes, checks=PUBLIC["9.4"],
+            cases=(
+                Case("a tied weight (counted once), 8 and 4 bits per channel",
+                     {"model": "tiny_tied", "bits": [8, 4], "per_channel": True, "symmetric": True}, 3),
+                Case("odd tensor sizes and a BatchNorm kept, asymmetric per tensor",
+                     {"model": "odd_sizes", "bits": [8, 4], "per_channel": False, "symmetric": False}, 3),
+            ),
+        ),
+        Task(
+            id="9.5", title="quantize_static to a QDQ model", answer_points=4,
+            answer="a dict for DigitsCNN quantised per channel: Q/DQ counts, accuracy, agreement with 9.3",
+            keys=("QuantizeLinear", "DequantizeLinear", "per_channel_weights", "accuracy", "agreement_with_integer"),
+            tolerance=ACCURACY, function="quantize_onnx", run_case=_quantize_onnx,
+            grader_check=f"{JUDGE}:check_qdq", checks=PUBLIC["9.5"],
+            cases=(
+                Case("DigitsCNN per tensor, 64 calibration images", _onnx_case({}, 64, False), 5),
+                Case("ResNet-18 (BatchNorm folded) per channel, 8 calibration images",
+                     _onnx_case("resnet18", 8, True), 5),
+            ),
+        ),
+        Task(
+            id="9.6", title="Localise the error; a 1-minimal float set", answer_points=5,
+            answer="a dict for the outlier model: layer errors as log10 and the nodes keep_in_float keeps",
+            keys=("log10_errors", "keep_in_float"), tolerance=LOG10, function="keep_in_float",
+            run_case=_keep_in_float, grader_check=f"{JUDGE}:check_float_set", checks=PUBLIC["9.6"],
+            cases=(
+                Case("an outlier channel after conv1 (K = 500)", _set_case("conv1", 7, 500), 5),
+                Case("an outlier channel after conv2, through the pool", _set_case("conv2", 3, 1000), 5),
+                Case("an outlier channel after conv3 (before fc)", _set_case("conv3", 5, 1000), 5),
+            ),
+        ),
+    ),
+)
