@@ -60,7 +60,9 @@ def _numbers(found: Any, expected: list, what: str, rtol: float = 0.0) -> list[s
     for i, (value, reference) in enumerate(zip(found, expected)):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             problems.append(f"call {i + 1}: {what} returned a {type(value).__name__}, not a number")
-        elif isinstance(reference, int) and not (isinstance(value, int) and value == reference):
+        elif isinstance(reference, int) and not isinstance(value, int):
+            problems.append(f"call {i + 1}: {what} returned a float ({value!r}); counts are ints")
+        elif isinstance(reference, int) and value != reference:
             problems.append(f"call {i + 1}: {what} returned {value:,}, which differs from the grader's measurement "
                             f"of the built model (yours {_direction(value, reference)[3:]})")
         elif not math.isclose(value, reference, rel_tol=rtol, abs_tol=0.0):
