@@ -96,7 +96,11 @@ def _intensity(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _decode(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """The student's cached ``generate`` under the course's hooks; tokens, cache and steps saved."""
+    """The student's cached ``generate`` under the course's hooks; tokens, cache and steps saved.
+
+    Nothing saved here is a verdict or a count: the judge decides "same tokens" against its own uncached
+    decoding, "the cache holds T entries" from the saved tensors themselves, and the MACs from the steps
+    the hooks recorded, measured with its own ``FlopCounterMode`` (module docstring)."""
     import torch
 
     from util.artifacts import save_arrays
