@@ -232,6 +232,8 @@ def test_decoding_judge_on_wrong_positions_tokens_and_caches(solution, saved):
     assert judged(linear_rows=rows)[0] == ("in step 3, head processed 9 rows; a cached step processes only its 1 new "
                                            "token(s) per sequence (1 rows), once per Linear")
     assert judged(stray_rows=np.array(4))[0].startswith("the model's Linears ran before model.wte was ever called")
+    for hostile in ({"stray_rows": np.array(["4"])}, {"step_lengths": np.ones(24)}, {"stray_rows": np.zeros(3, int)}):
+        assert judged(**hostile)[0].startswith("the saved step records are not the integers"), hostile
 
 
 def test_decoding_judge_on_hostile_files():

@@ -9,6 +9,7 @@ these it finds depends on the onnxruntime version: the counts of this lab are th
 onnxruntime 1.31.1, the course's pinned version.
 
 Its users: lab 10's notebook and hidden cases (what ``export_and_optimize`` returned is summarised here).
+onnx and onnxruntime are imported inside the functions.
 """
 from __future__ import annotations
 
@@ -39,3 +40,17 @@ def fusion_summary(exported: Any, optimized: Any) -> dict[str, Any]:
     counts = op_counts(optimized)
     return {"nodes_before": len(exported.graph.node), "nodes_after": len(optimized.graph.node),
             "fused": {op: counts.get(op, 0) for op in FUSED}}
+
+
+def onnx_logits(model: Any, ids: Any) -> Any:
+    """The logits ``[B, L, vocab]`` onnxruntime computes with ``model`` (input ``ids``, output ``logits``)
+    for the token ids ``ids`` (a tensor or array ``[B, L]``): on the CPU, one thread, the graph as given.
+
+    >>> onnx_logits(optimized, prompt_ids(TINY, 12)).shape       # doctest: +SKIP
+    (1, 12, 512)
+    """
+    import numpy as np
+
+    from util.onnx_session import run
+
+    return run(model, {"ids": np.asarray(ids, dtype=np.int64)})["logits"]
