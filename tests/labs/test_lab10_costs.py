@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from grader.author.solution import solution_namespace
+from util.labs import get_lab
 from util.labs.lab10 import judge_measure as measure
 from util.labs.lab10.gpt import GPT2_SMALL, TINY, GPTConfig, build_gpt, prompt_ids, seeded_gpt
 from util.labs.lab10.tasks import GQA_DEEP, GQA_UNTIED, MQA_WIDE
@@ -98,6 +99,24 @@ def _export(model, opset=17):
         torch.onnx.export(model, (torch.zeros((1, 8), dtype=torch.long),), buffer, dynamo=False, input_names=["ids"],
                           output_names=["logits"], dynamic_axes={"ids": {1: "s"}, "logits": {1: "s"}}, **kwargs)
     return buffer.getvalue()
+
+
+@pytest.mark.parametrize("case", [c.id for c in get_lab("lab10").task("10.6").cases] + ["TinyGPT"])
+def test_the_fusions_the_export_judge_expects_are_what_onnxruntime_makes(case):
+    """``judge.expected_fusions`` (a stated fact of onnxruntime 1.31.1) against a real export and optimization
+    of each model task 10.6 grades, with the course's export."""
+    import onnx
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    from util.labs.lab10.fusions import fusion_summary
+    from util.labs.lab10.judge import expected_fusions
+
+    spec = next((c.spec for c in get_lab("lab10").task("10.6").cases if c.id == case), {"config": {}, "seed": 0})
+    cfg = GPTConfig.from_dict(spec["config"])
+    data = _export(seeded_gpt(cfg, spec["seed"]))
+    optimized = optimize_model(onnx.load_from_string(data), model_type="gpt2", num_heads=cfg.n_head,
+                               hidden_size=cfg.d_model, opt_level=1).model
+    assert fusion_summary(onnx.load_from_string(data), optimized)["fused"] == expected_fusions(cfg)
 
 
 def test_onnxruntime_fusions_under_the_pins():
