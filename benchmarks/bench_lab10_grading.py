@@ -43,7 +43,7 @@ def costly_steps() -> dict[str, float]:
     from util.labs.lab10 import judge_measure as measure
     from util.labs.lab10.gpt import GPT2_SMALL, TINY, prompt_ids, seeded_gpt
 
-    _timed(rows, "GPT-2 small on the meta device, first build", measure.parameters, GPT2_SMALL)
+    _timed(rows, "GPT-2 small on the meta device, first build (imports torch._dynamo)", measure.parameters, GPT2_SMALL)
     _timed(rows, "FlopCounterMode: GPT-2 small, prefill of 512 (meta)", measure.macs, GPT2_SMALL, 512)
     _timed(rows, "cache bytes: GPT-2 small, T=1024 float16 (meta)", measure.cache_bytes, GPT2_SMALL, 1024, 1,
            torch.float16)
