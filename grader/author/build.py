@@ -15,18 +15,20 @@ notebook of a lab that has figures, and only those attachments in it.
 
 ``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
 left behind, a committed notebook carries outputs, a task heading disagrees with the declaration,
-or a figure changed without being embedded again.
+or a figure changed without being embedded again, or a handout uses a course-library name its lab's
+``surface.py`` does not record (:mod:`grader.author.surface`).
 """
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from grader import REPO
-from grader.author import figures, handouts
+from grader.author import figures, handouts, surface
 from grader.author.markers import (
     MarkerError,
     has_markers,
@@ -199,6 +201,7 @@ def check(lab: Lab) -> list[str]:
             problems.append(f"{rel} is stale: run `python -m grader build`")
         elif not item.path.is_relative_to(SOLUTIONS) and has_markers(item.path.read_text(encoding="utf-8")):
             problems.append(f"{rel} still contains a solution marker")
+    problems += unrecorded_names(lab, items)
     expected = {item.path for item in items}
     folder = EXAMPLES / lab.name
     if folder.is_dir():
@@ -214,6 +217,19 @@ def check(lab: Lab) -> list[str]:
                  and not set(p.relative_to(generated).parts) & set(SKIPPED)]
         problems += [f"{_rel(p)} is not generated from solutions/; delete it" for p in sorted(stale)]
     return problems
+
+
+def unrecorded_names(lab: Lab, items: list[BuildOutput]) -> list[str]:
+    """A problem for each course-library name the handout among ``items`` uses that ``lab``'s surface does
+    not record: once released, a name must keep resolving, so it must be written down first."""
+    names: set[str] = set()
+    for item in items:
+        if item.path.is_relative_to(LABS):
+            names |= (surface.notebook_names(json.loads(item.text)) if item.path.suffix == ".ipynb"
+                      else surface.text_names(item.text))
+    where = _rel(labs.folder(lab) / "surface.py")
+    return [f"labs/{lab.notebook} uses {name}, which {where} does not record: add its current place to NAMES "
+            "(a name a released handout uses must keep resolving)" for name in surface.unrecorded(lab, names)]
 
 
 def course_outputs() -> list[BuildOutput]:
