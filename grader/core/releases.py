@@ -76,7 +76,7 @@ def note(lab: Lab, built: Built) -> str | None:
     if added:
         cases = sorted({case for ids in added.values() for case in ids})
         graded.append(f"the hidden checks added since ({_list(cases)}, in tasks {_list(list(added))}) were not run, "
-                      "and their points count toward each task's exported answer, as they did then")
+                      "and their points count toward each task's exported answer instead")
     if graded:
         lines.append(f"You were graded as release {built.release} was: {'; '.join(graded)}.")
     else:
