@@ -56,10 +56,10 @@ def test_a_rerun_keeps_unchanged_submissions_and_regrades_changed_ones(tmp_path,
     assert "1 of 2 submissions unchanged" in printed.err
     assert (tmp_path / "out" / "amy__lab900" / "grading.json").stat().st_mtime_ns == record["amy__lab900"]
     assert _csv(tmp_path / "out" / "regrade_diff.csv") == [
-        {"submission": "bob__lab900", "lab": "lab900", "task": "900.1", "old": "0", "new": "5", "change": "5",
-         "because": "submission"},
-        {"submission": "bob__lab900", "lab": "lab900", "task": "total", "old": "5", "new": "10", "change": "5",
-         "because": "submission"}]
+        {"submission": "bob__lab900", "lab": "lab900", "release": "1", "task": "900.1", "old": "0", "new": "5",
+         "change": "5", "because": "submission"},
+        {"submission": "bob__lab900", "lab": "lab900", "release": "1", "task": "total", "old": "5", "new": "10",
+         "change": "5", "because": "submission"}]
 
 
 def test_changed_references_regrade_everyone_and_the_diff_says_why(tmp_path, capsys, lab900):

@@ -44,7 +44,7 @@ def test_scores_are_numbers_and_each_lab_has_its_own_file(tmp_path):
     store(tmp_path, "bob", result("lab8", {"8.1": 5}))
     class_folder.write(_book(tmp_path))
     summary = _rows(tmp_path / "gradebook.csv")
-    assert list(summary[0]) == ["submission", "lab", "score", "max", "late days", "penalty", "total", "percent",
+    assert list(summary[0]) == ["submission", "lab", "release", "score", "max", "late days", "penalty", "total", "percent",
                                 "status"]
     assert [(r["submission"], r["lab"], r["total"], r["max"], r["percent"], r["status"]) for r in summary] == [
         ("bob", "lab8", "5", "5", "100.0", "full marks"), ("amy", "lab900", "5", "10", "50.0", "partial")]

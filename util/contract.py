@@ -16,7 +16,7 @@ and the grader (``grader/judge`` scores against it, ``grader/author`` builds and
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 
@@ -56,6 +56,10 @@ class Case:
     """Points this case is worth."""
     hidden: bool = True
     """Hidden cases never reveal the expected value in feedback."""
+    since: int = 1
+    """The lab release (:class:`Release`) that added this case. A notebook built from an earlier release
+    was never told what it tests, so it is graded without it (:meth:`Lab.as_of`). A case added to a
+    released lab must name the new release (``python -m grader regen`` refuses otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,32 @@ class Task:
 
 
 @dataclass(frozen=True)
+class Release:
+    """One release of a lab's handout: what students may be holding, and what changed, in their words.
+
+    A lab's releases are its changelog (``Lab.releases``). The build writes the current one into each
+    notebook it makes (``metadata.course.release``); the grader reads it back, grades the notebook as
+    its release was graded (:meth:`Lab.as_of`) and tells the student what changed since."""
+
+    number: int
+    """1, 2, ...: the lab's releases are numbered from 1, in order."""
+    date: str
+    """When it was published, ``YYYY-MM-DD``."""
+    changes: str
+    """What changed since the release before (for the first: what it is), in the students' words: shown
+    in the feedback of a notebook built from an earlier release."""
+    marker: str = ""
+    """Text every handout of this release and later holds and earlier ones do not (a sentence of a task's
+    statement): how the grader tells the release of a notebook built before the build wrote releases
+    into notebooks. ``python -m grader build --check`` fails when the solution lacks it."""
+    previous: tuple["Task", ...] = ()
+    """Tasks as the release before declared them, for those this release changed in a way a case's
+    ``since`` cannot say (the student's function renamed, called differently): a notebook built before
+    this release is graded by these (:meth:`Lab.as_of`). Each keeps its task's id, points and case ids
+    (the references are the current solution's)."""
+
+
+@dataclass(frozen=True)
 class Lab:
     """A lab: one solution notebook, its generated student copy, and its tasks."""
 
@@ -172,6 +202,10 @@ class Lab:
     A lab with support files lives in a folder (``notebook="labN_topic/labN_topic.ipynb"``):
     the build generates them with the notebook, a submission is that folder, and the grader copies
     them from the notebook's folder into the scratch folder before running the notebook."""
+    releases: tuple[Release, ...] = field(default=())
+    """The lab's changelog, oldest first (:class:`Release`); none declared means one release, the first.
+    Add one whenever a change reaches what students hold: a new hidden case (``Case.since``), a convention
+    stated, a helper moved (``surface.py``)."""
     prepare: str | None = None
     """``"module:function"`` the grader calls once, outside the sandbox, before grading the lab (usually
     ``"util.labs.labN.tasks:prepare"``): it
@@ -179,9 +213,58 @@ class Lab:
     and its hidden cases load. The sandbox sees those caches read-only, so no graded kernel spends
     seconds re-exporting a model. Purely a speed-up: without it every kernel exports for itself."""
 
+    def __post_init__(self) -> None:
+        numbers = [r.number for r in self.releases]
+        if numbers != list(range(1, len(numbers) + 1)):
+            raise ValueError(f"{self.name}: releases must be numbered 1, 2, ... in order; found {numbers}")
+        late = [f"{t.id} {c.id} (since {c.since})" for t in self.tasks for c in t.cases
+                if not 1 <= c.since <= self.release]
+        if late:
+            raise ValueError(f"{self.name}: cases name a release the lab does not declare: {', '.join(late)}")
+        tasks = {t.id: t for t in self.tasks}
+        for release in self.releases:
+            for old in release.previous:
+                now = tasks.get(old.id)
+                if now is None or old.max_points != now.max_points or {c.id for c in old.cases} - {c.id for c in now.cases}:
+                    raise ValueError(f"{self.name}: release {release.number}'s previous task {old.id} must be a task of "
+                                     "the lab, worth the same points, with case ids the lab still has")
+
     @property
     def max_points(self) -> float:
         return sum(task.max_points for task in self.tasks)
+
+    @property
+    def release(self) -> int:
+        """The current release: the newest of :attr:`releases` (1 when none is declared)."""
+        return self.releases[-1].number if self.releases else 1
+
+    def as_of(self, release: int) -> "Lab":
+        """The lab as release ``release`` graded it: a task a later release changed is declared as it was
+        (``Release.previous``), the cases added later (``Case.since``) are left out and their points go back
+        to their task's exported answer, where they were before those cases existed; every task keeps its
+        points. Its :attr:`release` is ``release``; the current release (or a
+        later one) is the lab itself."""
+        if release >= self.release:
+            return self
+        declared = {t.id: t for t in self.tasks}
+        for later in reversed(self.releases[release:]):  # newest first: the oldest declaration wins
+            declared.update({old.id: old for old in later.previous})
+        tasks = []
+        for task in (declared[t.id] for t in self.tasks):
+            later = sum(case.points for case in task.cases if case.since > release)
+            tasks.append(replace(task, cases=tuple(c for c in task.cases if c.since <= release),
+                                 answer_points=task.answer_points + later) if later else task)
+        return replace(self, tasks=tuple(tasks), releases=self.releases[:max(release, 1)])
+
+    def added_since(self, release: int) -> dict[str, tuple[str, ...]]:
+        """Task id -> the ids of its cases that ``release`` did not have (:meth:`as_of`)."""
+        then = {t.id: {c.id for c in t.cases} for t in self.as_of(release).tasks}
+        found = {t.id: tuple(c.id for c in t.cases if c.id not in then[t.id]) for t in self.tasks}
+        return {task_id: cases for task_id, cases in found.items() if cases}
+
+    def redeclared_since(self, release: int) -> tuple[str, ...]:
+        """Ids of the tasks a later release changed, which :meth:`as_of` declares as ``release`` had them."""
+        return tuple(dict.fromkeys(t.id for later in self.releases[release:] for t in later.previous))
 
     def task(self, task_id: str) -> Task:
         """The task with this id, or a ``KeyError`` that lists the lab's task ids."""

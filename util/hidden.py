@@ -22,8 +22,10 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
-def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
+def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str, release: int | None = None) -> None:
     """Run every case of lab ``lab_name`` on the functions in ``namespace``; record results in ``path``.
+
+    ``release``: only the cases that lab release had (``Lab.as_of``), for a notebook built from it.
 
     Each record is ``{"status": "ok"|"error"|"missing", "value"?, "message"?, "seconds"}`` keyed by
     task id then case id.
@@ -32,6 +34,7 @@ def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
     from util.labs import get_lab
 
     lab = get_lab(lab_name)
+    lab = lab.as_of(release) if release is not None else lab
     out_path = Path(path)
     records: dict[str, dict[str, Any]] = {}
     for task in lab.tasks:
@@ -55,7 +58,8 @@ def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str) -> None:
             write_json(out_path, records)  # after every case: a later hang or crash keeps this one
 
 
-def cell_source(lab_name: str, path: Path) -> str:
-    """The code of the cell the grader appends to a notebook."""
+def cell_source(lab_name: str, path: Path, release: int | None = None) -> str:
+    """The code of the cell the grader appends to a notebook (``release``: see :func:`run_cases`)."""
     return ("import util.hidden as _course_hidden\n"
-            f"_course_hidden.run_cases({lab_name!r}, globals(), {str(path)!r})")
+            f"_course_hidden.run_cases({lab_name!r}, globals(), {str(path)!r}"
+            + (f", release={int(release)})" if release is not None else ")"))

@@ -26,7 +26,11 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from util import export_cache
+from util import export_cache, moved
+
+__getattr__ = moved.attributes(__name__)
+"""Functions a lab has since taken into its folder still resolve from here, for notebooks built from a
+handout released before (``util.moved``; each lab's ``surface.py`` says what moved where)."""
 
 OPSET = 17
 """Opset of every model the course exports (onnxruntime 1.31 runs it; all ops used are stable there)."""

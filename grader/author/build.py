@@ -9,24 +9,29 @@ the support files with their regions stubbed (C++ stubs compile and throw), and 
 submission is a folder ``grader/examples/<lab>/<mistake>/`` holding ``<mistake>.ipynb`` and the
 support files with the mistake applied. Support folders' ``build/`` sub-folders are never copied.
 
+Every notebook the build writes carries the lab's current release (``metadata.course.release``,
+:func:`stamp`): the grader grades a submission as its release was graded (:mod:`grader.core.releases`).
+
 A lab's figures (``util/labs/labN/figures.py``, see :mod:`grader.author.figures`) are drawn and
 embedded as attachments of the solution's markdown cells, so the build also rewrites the solution
 notebook of a lab that has figures, and only those attachments in it.
 
 ``--check`` builds in memory and fails when a generated file is stale, a marker is unbalanced or
 left behind, a committed notebook carries outputs, a task heading disagrees with the declaration,
-or a figure changed without being embedded again.
+or a figure changed without being embedded again, or a handout uses a course-library name its lab's
+``surface.py`` does not record (:mod:`grader.author.surface`).
 """
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 from grader import REPO
-from grader.author import figures, handouts
+from grader.author import figures, handouts, surface
 from grader.author.markers import (
     MarkerError,
     has_markers,
@@ -114,13 +119,25 @@ def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
                             f"declaration says '{task.title} ({task.max_points:g} points)'")
     declared = {t.id for t in lab.tasks}
     problems += [f"{where}: heading for undeclared task {i}" for i in ids if i not in declared]
+    text = "\n".join(cell.source for cell in nb.cells)
+    problems += [f"{where}: release {r.number}'s marker {r.marker!r} is not in the notebook (Release.marker must be "
+                 "text every handout from that release on holds: it tells an unstamped notebook's release)"
+                 for r in lab.releases if r.marker and r.marker not in text]
     return problems
+
+
+def stamp(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Write the lab's current release into ``nb``'s metadata (``course.release``), where the grader reads
+    which release a submission was built from (:mod:`grader.core.releases`)."""
+    nb.metadata.setdefault("course", {})["release"] = lab.release
+    return nb
 
 
 def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The lab as students get it: stubs for solution regions, no outputs, the course kernel's metadata."""
     nb = notebook.strip_outputs(copy.deepcopy(nb))
     nb.metadata.update(copy.deepcopy(notebook.KERNEL_METADATA))  # opening it in JupyterLab changes nothing
+    stamp(lab, nb)
     titles = {t.id: t.title for t in lab.tasks}
     for index, (cell, task_id) in enumerate(zip(nb.cells, notebook.cell_tasks(nb))):
         if cell.cell_type == "code":
@@ -137,7 +154,7 @@ def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake,
     ``support`` (relative path -> text, see :func:`support_files`) is edited in place the same way:
     a replacement must occur exactly once in the notebook's code cells and those files together.
     """
-    nb = notebook.strip_outputs(copy.deepcopy(nb))
+    nb = stamp(lab, notebook.strip_outputs(copy.deepcopy(nb)))
     code = [c for c in nb.cells if c.cell_type == "code"]
     support = {} if support is None else support
     for old, new in mistake.replacements:
@@ -199,6 +216,7 @@ def check(lab: Lab) -> list[str]:
             problems.append(f"{rel} is stale: run `python -m grader build`")
         elif not item.path.is_relative_to(SOLUTIONS) and has_markers(item.path.read_text(encoding="utf-8")):
             problems.append(f"{rel} still contains a solution marker")
+    problems += unrecorded_names(lab, items)
     expected = {item.path for item in items}
     folder = EXAMPLES / lab.name
     if folder.is_dir():
@@ -214,6 +232,19 @@ def check(lab: Lab) -> list[str]:
                  and not set(p.relative_to(generated).parts) & set(SKIPPED)]
         problems += [f"{_rel(p)} is not generated from solutions/; delete it" for p in sorted(stale)]
     return problems
+
+
+def unrecorded_names(lab: Lab, items: list[BuildOutput]) -> list[str]:
+    """A problem for each course-library name the handout among ``items`` uses that ``lab``'s surface does
+    not record: once released, a name must keep resolving, so it must be written down first."""
+    names: set[str] = set()
+    for item in items:
+        if item.path.is_relative_to(LABS):
+            names |= (surface.notebook_names(json.loads(item.text)) if item.path.suffix == ".ipynb"
+                      else surface.text_names(item.text))
+    where = _rel(labs.folder(lab) / "surface.py")
+    return [f"labs/{lab.notebook} uses {name}, which {where} does not record: add its current place to NAMES "
+            "(a name a released handout uses must keep resolving)" for name in surface.unrecorded(lab, names)]
 
 
 def course_outputs() -> list[BuildOutput]:

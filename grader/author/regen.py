@@ -3,6 +3,15 @@
 ``regenerate`` runs the solution twice through the grading path and refuses to write unless both
 runs agree exactly and the solution ran cleanly. ``check`` verifies the committed file is fresh:
 same solution and declaration (by hash), same pinned package versions, and a new run reproduces it.
+
+A released lab's grading never changes silently (:func:`release_changes`). The references record the
+lab release they were made for and what each check was worth (``provenance.release``, ``graded``). A
+hidden case they did not have must name a newer release (``Case.since``): notebooks built before are
+then graded without it (:meth:`util.contract.Lab.as_of`). Any other change a student could lose points
+to (an expected value, a check's points, a case or task gone) is refused unless the lab declares a new
+release that tells students what changed (``Lab.releases``); then it is written, listed, and the TA
+regrades the class and reads ``regrade_diff.csv`` (its ``release`` column says who held the older
+handout). ``docs/tas.md`` says why.
 """
 from __future__ import annotations
 
@@ -44,8 +53,8 @@ def source_hash(lab: Lab) -> str:
 
 
 def provenance(lab: Lab) -> dict[str, Any]:
-    """Where the references came from: the versions of the packages the lab declares (``Lab.packages``),
-    Python, platform, source hash."""
+    """Where the references came from: the lab release, the versions of the packages the lab declares
+    (``Lab.packages``), Python, platform, source hash."""
     versions = {}
     for name in lab.packages:
         try:
@@ -54,6 +63,7 @@ def provenance(lab: Lab) -> dict[str, Any]:
             versions[name] = None
     return {
         "solution": f"solutions/{lab.notebook}",
+        "release": lab.release,
         "source_sha256": source_hash(lab),
         "packages": versions,
         "python": platform.python_version(),
@@ -93,16 +103,80 @@ def produce(lab: Lab) -> dict[str, Any]:
     return _collect(lab, run_notebook(notebook.read(path), lab, source_dir=path.parent))
 
 
+def graded(lab: Lab) -> dict[str, Any]:
+    """What each check of ``lab`` is worth: task id -> ``{"answer": points, "cases": {case id: points}}``."""
+    return {t.id: {"answer": t.answer_points, "cases": {c.id: c.points for c in t.cases}} for t in lab.tasks}
+
+
+class ReleasedChange(RuntimeError):
+    """New references would change how a released lab grades the notebooks students hold, unannounced."""
+
+
+def release_changes(lab: Lab, old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """``(refused, announced)``: how replacing the references ``old`` (the committed file) by ``new`` (a
+    solution run) changes grading for notebooks built from the release ``old`` was made for.
+
+    ``refused`` always stops regen: a hidden case ``old`` lacks whose ``since`` is not a newer release
+    (declare one, and notebooks built before are graded without it). ``announced`` lists every other
+    change a notebook could lose points to: a changed expected value (beyond the task's tolerance), a
+    check worth other points, a case or task gone. Regen refuses them too unless the lab declares a
+    release newer than ``old``'s (students are told what changed); then they are written and listed."""
+    made_for = old.get("provenance", {}).get("release", lab.release)  # files from before releases: the current one
+    before = lab.as_of(made_for)  # the lab as that release grades
+    worth = old.get("graded")
+    refused, announced = [], []
+    for task in lab.tasks:
+        old_cases = old.get("cases", {}).get(task.id, {})
+        if task.id not in old.get("answers", {}):
+            announced.append(f"task {task.id} is new")
+            continue
+        found = compare(old["answers"][task.id], new["answers"][task.id], task.tolerance, path="answer")
+        announced += [f"task {task.id}: the expected answer changes at {found[0].path}"] if found else []
+        for case in task.cases:
+            if case.id not in old_cases and case.since <= made_for:
+                refused.append(f"task {task.id} gains the hidden case {case.id!r}, which notebooks built from release "
+                               f"{made_for} were never told about: declare release {made_for + 1} in the lab's releases "
+                               f"(what it adds, in the students' words) and give the case since={made_for + 1}, so "
+                               "those notebooks are graded without it")
+            elif case.id in old_cases:
+                found = compare(old_cases[case.id], new["cases"][task.id][case.id], task.tolerance, path="result")
+                announced += [f"task {task.id}: the expected value of case {case.id!r} changes at {found[0].path}"
+                              ] if found else []
+        gone = sorted(set(old_cases) - {c.id for c in task.cases})
+        announced += [f"task {task.id} loses the case {case_id!r}" for case_id in gone]
+        if isinstance(worth, dict) and isinstance(worth.get(task.id), dict):
+            was, now = worth[task.id], graded(before)[task.id]
+            if was.get("answer") != now["answer"]:
+                announced.append(f"task {task.id}: a release-{made_for} notebook's answer is worth {now['answer']:g} "
+                                 f"points instead of {was.get('answer')}")
+            announced += [f"task {task.id}: case {case_id!r} is worth {points:g} points instead of "
+                          f"{was['cases'][case_id]}" for case_id, points in now["cases"].items()
+                          if case_id in was.get("cases", {}) and was["cases"][case_id] != points]
+    announced += [f"task {task_id} is gone" for task_id in old.get("answers", {}) if task_id not in
+                  {t.id for t in lab.tasks}]
+    if announced and lab.release <= made_for:
+        refused += [f"{change}: a notebook built from release {made_for} that was right by its handout's rules "
+                    f"could lose points. If a rule changed, state it in the notebook and declare release "
+                    f"{made_for + 1} in the lab's releases (what changed, in the students' words); a new rule is "
+                    f"better a new hidden case with since={made_for + 1}" for change in announced]
+        announced = []
+    return refused, announced
+
+
 @dataclass(frozen=True)
 class RegenReport:
     lab: str
     path: Path
     changed: list[str]
     """Paths whose value differs from the previous file (empty for a first generation)."""
+    announced: tuple[str, ...] = ()
+    """Changes to how notebooks of the release the previous file was made for are graded, each announced
+    by a newer release (:func:`release_changes`): regrade the class and read ``regrade_diff.csv``."""
 
 
 def regenerate(lab: Lab) -> RegenReport:
-    """Run the solution twice; write the references only if both runs agree exactly."""
+    """Run the solution twice; write the references only if both runs agree exactly and the new ones do
+    not change a released lab's grading unannounced (:class:`ReleasedChange`)."""
     first, second = produce(lab), produce(lab)
     differences = _differences(first, second)
     if differences:
@@ -110,11 +184,16 @@ def regenerate(lab: Lab) -> RegenReport:
                            "reproducible:\n  " + "\n  ".join(differences[:10]))
     path = path_for(lab)
     changed: list[str] = []
+    announced: list[str] = []
     if path.exists():
         old = json.loads(path.read_text(encoding="utf-8"))
         changed = _differences({"answers": old.get("answers"), "cases": old.get("cases")}, first)
-    write_json(path, {"lab": lab.name, "provenance": provenance(lab), **first})
-    return RegenReport(lab.name, path, changed)
+        refused, announced = release_changes(lab, old, first)
+        if refused:
+            raise ReleasedChange(f"{lab.name}: refusing to change how released notebooks are graded, unannounced "
+                                 "(nothing written):\n  " + "\n  ".join(refused))
+    write_json(path, {"lab": lab.name, "provenance": provenance(lab), "graded": graded(lab), **first})
+    return RegenReport(lab.name, path, changed, tuple(announced))
 
 
 def check(lab: Lab, *, rerun: bool = True) -> list[str]:
@@ -134,6 +213,9 @@ def check(lab: Lab, *, rerun: bool = True) -> list[str]:
         shared = ", ".join(lab.shared_sources) or "no shared module"
         reasons.append(f"solutions/{lab.notebook} or the lab's sources ({labs.folder(lab)}/, {shared}) changed "
                        "since the references were made")
+    if "release" in was and was["release"] != now["release"]:
+        reasons.append(f"the lab is at release {now['release']} but the references were made for release "
+                       f"{was['release']}")
     for name, version in now["packages"].items():
         if was.get("packages", {}).get(name) != version:
             reasons.append(f"{name} is {version} here but the references were made with "
@@ -179,4 +261,9 @@ def main(*, labs: list[Lab], check_only: bool = False) -> int:
               + (f"; {len(report.changed)} values changed:" if report.changed else "; no value changed"))
         for line in report.changed[:20]:
             print(f"  {line}")
+        if report.announced:
+            print(f"regen: {lab.name}: release {lab.release} changes how notebooks of earlier releases are graded "
+                  "(announced in its changelog); regrade the class and read regrade_diff.csv (its release column):")
+            for line in report.announced:
+                print(f"  {line}")
     return status

@@ -136,6 +136,15 @@ def metadata_lab(nb: object) -> str | None:
     return lab if isinstance(lab, str) and 0 < len(lab) <= 64 else None
 
 
+def metadata_release(nb: object) -> int | None:
+    """The notebook's ``metadata.course.release`` (the lab release the build made it from), when it is a
+    whole number from 1 to 999 (it is the student's file: anything else is ignored), else ``None``."""
+    meta = nb.get("metadata") if isinstance(nb, dict) else None
+    course = meta.get("course") if isinstance(meta, dict) else None
+    release = course.get("release") if isinstance(course, dict) else None
+    return release if isinstance(release, int) and not isinstance(release, bool) and 1 <= release <= 999 else None
+
+
 def lab_name(nb: nbformat.NotebookNode | None, path: Path) -> str | None:
     """The lab a notebook belongs to: its ``course.lab`` metadata, else a ``labN`` file-name prefix."""
     meta = metadata_lab(nb)

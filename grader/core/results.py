@@ -105,7 +105,11 @@ class SubmissionResult:
     execution_status: str
     """``completed``, ``timeout``, ``memory`` or ``crash``."""
     notes: tuple[str, ...] = field(default=())
-    """Things the student should know that belong to no single task (cells that raised, timeouts)."""
+    """Things the student should know that belong to no single task (cells that raised, timeouts, a
+    notebook built from an earlier release of its lab)."""
+    release: int | None = None
+    """The lab release the notebook was built from and graded as (:mod:`grader.core.releases`); ``None``
+    when nothing was read."""
 
     def __post_init__(self) -> None:
         _set(self, "submission", file_name(self.submission, LIMIT_MESSAGE))
@@ -133,14 +137,16 @@ class SubmissionResult:
         """The inverse of :meth:`to_dict` (derived ``score`` / ``max_score`` are recomputed)."""
         tasks = tuple(TaskResult(t["task_id"], t["title"], tuple(CheckResult(**c) for c in t["checks"]))
                       for t in data["tasks"])
+        release = data.get("release")
         return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
-                   tuple(data.get("notes", ())))
+                   tuple(data.get("notes", ())), release if isinstance(release, int) else None)
 
     def to_gradescope_dict(self) -> dict[str, Any]:
         """Gradescope's results.json schema; every output and name is shown as plain text
         (``output_format``, ``test_output_format``, ``test_name_format``: ``text``), never as
-        Markdown or HTML."""
-        return {
+        Markdown or HTML. The lab release the notebook was built from rides in ``extra_data``."""
+        extra = {"extra_data": {"release": self.release}} if self.release is not None else {}
+        return {**extra,
             "score": self.score,
             "execution_time": round(self.execution_time, 2),
             "output": "\n".join(self.notes),

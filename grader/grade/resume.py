@@ -135,16 +135,19 @@ class Change:
     new: float
     because: str
     """The key parts that changed, e.g. ``references`` or ``notebook, grader``."""
+    release: int | None = None
+    """The lab release the notebook was built from (:mod:`grader.core.releases`): a loss on a notebook of
+    an earlier release after the references changed is a student graded by a rule their handout lacked."""
 
     def row(self) -> list[Any]:
         """Numbers as numbers (``change`` is negative when points were lost)."""
         def number(value: float) -> int | float:
             return int(value) if float(value).is_integer() else round(value, 2)
-        return [self.submission, self.lab, self.task, number(self.old), number(self.new),
-                number(self.new - self.old), self.because]
+        return [self.submission, self.lab, self.release if self.release is not None else "", self.task,
+                number(self.old), number(self.new), number(self.new - self.old), self.because]
 
 
-CHANGE_HEADERS = ["submission", "lab", "task", "old", "new", "change", "because"]
+CHANGE_HEADERS = ["submission", "lab", "release", "task", "old", "new", "change", "because"]
 
 
 def changes(name: str, previous: Previous, new_key: dict[str, str], result: SubmissionResult) -> list[Change]:
@@ -152,8 +155,8 @@ def changes(name: str, previous: Previous, new_key: dict[str, str], result: Subm
     because = ("grader fault before" if previous.retry else ", ".join(changed_parts(previous.key, new_key))
                or "forced regrade")
     old_scores = {t.task_id: t.score for t in previous.result.tasks}
-    out = [Change(name, result.lab, t.task_id, old_scores.get(t.task_id, 0.0), t.score, because)
+    out = [Change(name, result.lab, t.task_id, old_scores.get(t.task_id, 0.0), t.score, because, result.release)
            for t in result.tasks if old_scores.get(t.task_id) != t.score]
     if out:
-        out.append(Change(name, result.lab, "total", previous.result.score, result.score, because))
+        out.append(Change(name, result.lab, "total", previous.result.score, result.score, because, result.release))
     return out

@@ -71,6 +71,7 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
                  source_dir: Path | None = None, files_out: Path | None = None) -> Run:
     """Execute ``nb`` (a copy is made) for ``lab`` in a scratch folder, then its hidden cases, then
     the grader's own checks of the files they saved (in a judge process, before the folder goes).
+    The hidden cases are those of ``lab``'s release (``lab.as_of(n)`` for a notebook built from release n).
 
     ``source_dir`` is the notebook's folder: the lab's support files (``Lab.support``, e.g. a C++
     project) are copied from there into the scratch folder first (:func:`copy_support`).
@@ -94,7 +95,7 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
         try:
             execution = execute(
                 nb, work, kernel_env(answers_dir), deadlines=deadlines,
-                extra_cells=(cell_source(lab.name, cases_path),) if any(t.cases for t in lab.tasks) else (),
+                extra_cells=(cell_source(lab.name, cases_path, lab.release),) if any(t.cases for t in lab.tasks) else (),
                 limits=limits, sandbox=sandboxed)
         except Exception as exc:  # a grader bug while running: what was exported before still counts
             execution = Execution("crash", 0.0, (), f"{GRADER_FAULT} run this notebook to the end ({type(exc).__name__}: "

@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from grader.core import files, notebook
+from grader.core import files, notebook, releases
 from grader.core.limits import Limits, format_size
 from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
 from grader.core.safe_text import file_name, json_value, plain
@@ -92,6 +92,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
     limits (:class:`grader.core.limits.Limits`, :class:`grader.core.limits.Deadlines`);
     ``sandbox`` forces the bubblewrap sandbox on or off (default: on where it works);
     ``reveal`` puts expected values in the feedback of checks that are not hidden.
+    A notebook built from an earlier release of ``lab`` is graded as that release was, and told so
+    (:mod:`grader.core.releases`).
     A file that is not a readable notebook (a link, a FIFO, not JSON) is graded 0 with the reason;
     it never raises for that.
     """
@@ -111,12 +113,16 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
             write_json(out_dir / "results.json", result.to_gradescope_dict())
             _write_feedback(out_dir, result)
         return result
-    run = run_notebook(nb, lab, limits=limits,
+    built = releases.built_from(nb, lab)  # graded as its release was: the cases it was told of
+    graded = lab.as_of(built.release)
+    run = run_notebook(nb, graded, limits=limits,
                        sandbox=sandbox, source_dir=path.parent,
                        files_out=out_dir / "files" if out_dir else None)  # the files the grader judged, for disputes
-    tasks = _refused(score(lab, refs, run.answers, run.cases, run.execution, run.verdicts, reveal=reveal),
+    tasks = _refused(score(graded, refs, run.answers, run.cases, run.execution, run.verdicts, reveal=reveal),
                      run.refused, run.answers)
-    notes = _graded_as(nb, path, lab) + tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
+    release_note = releases.note(lab, built)
+    notes = ((release_note,) if release_note else ()) + _graded_as(nb, path, lab)
+    notes += tuple(e.describe() for e in run.execution.errors if e.task != "hidden")
     if run.execution.status != "completed":
         notes += (run.execution.message,)
     if HIDDEN in run.refused:
@@ -126,7 +132,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
     if run.execution.output_dropped:
         notes += (f"{format_size(run.execution.output_dropped)} of printed output was dropped (output is "
                   "kept up to a limit; it is never graded)",)
-    result = SubmissionResult(str(path), lab.name, tasks, run.execution.seconds, run.execution.status, notes)
+    result = SubmissionResult(str(path), lab.name, tasks, run.execution.seconds, run.execution.status, notes,
+                              built.release)
     if out_dir:
         write_json(out_dir / "results.json", result.to_gradescope_dict())
         write_json(out_dir / "answers.json", json_value(run.answers))  # valid UTF-8, whatever the strings hold

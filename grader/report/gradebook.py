@@ -2,11 +2,12 @@
 
 Files (in the gradebook folder, ``grade --out``):
 
-* ``gradebook_<lab>.csv``, one per lab: per task its points and its maximum (``1.4``, ``1.4 max``),
+* ``gradebook_<lab>.csv``, one per lab: the lab ``release`` the notebook was built from (and graded as:
+  :mod:`grader.core.releases`; empty when nothing was read), per task its points and its maximum (``1.4``, ``1.4 max``),
   then ``score``, ``max``, ``late days``, ``penalty``, ``total``, ``percent``, ``status``, what
   went wrong (``problems``), manual ``overrides``, submissions with ``identical`` files, and when it
   was ``submitted``;
-* ``gradebook.csv``, the class summary: one row per submission (every lab), with the totals.
+* ``gradebook.csv``, the class summary: one row per submission (every lab), with its ``release`` and the totals.
 
 Every score is a number (``84``, not ``"84/100"``): a spreadsheet can sum it. ``score`` is the
 autograder's points with manual overrides applied, ``total`` is ``score`` minus the late penalty
@@ -95,6 +96,12 @@ class Row:
         return round(100 * self.total / self.max_score, 1) if self.max_score else 0.0
 
     @property
+    def release(self) -> int | str:
+        """The lab release the notebook was built from, or ``""`` (nothing submitted or read)."""
+        release = self.result.release if self.result is not None else None
+        return release if release is not None else ""
+
+    @property
     def overrides(self) -> tuple[Applied, ...]:
         return tuple(c.override for c in self.cells if c.override is not None)
 
@@ -137,7 +144,7 @@ def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows of one lab's gradebook file."""
     task_ids = list(dict.fromkeys(c.task_id for r in rows for c in r.cells))
     with_students = _student_columns(rows)
-    headers = ["submission"] + (["student_id", "name", "email"] if with_students else []) + ["lab"]
+    headers = ["submission"] + (["student_id", "name", "email"] if with_students else []) + ["lab", "release"]
     for task_id in task_ids:
         headers += [task_id, f"{task_id} max"]
     headers += ["score", "max", "late days", "penalty", "total", "percent", "status", "problems", "overrides",
@@ -150,7 +157,7 @@ def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
             cell = by_id.get(task_id)
             cells += [number(cell.score), number(cell.max_score)] if cell else ["", ""]
         overrides = "; ".join(f"{o.task}: {number(o.old)} -> {number(o.new)} ({o.reason})" for o in r.overrides)
-        body.append([r.submission] + (_student(r) if with_students else []) + [r.lab] + cells + [
+        body.append([r.submission] + (_student(r) if with_students else []) + [r.lab, r.release] + cells + [
             number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty), number(r.total),
             r.percent, r.status, r.problems, overrides, " ".join(r.identical),
             r.late.submitted.isoformat(timespec="seconds") if r.late else ""])
@@ -161,9 +168,9 @@ def summary_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     """Headers and rows of the class summary (``gradebook.csv``)."""
     with_students = _student_columns(rows)
     headers = ["submission"] + (["student_id", "name", "email"] if with_students else []) + [
-        "lab", "score", "max", "late days", "penalty", "total", "percent", "status"]
+        "lab", "release", "score", "max", "late days", "penalty", "total", "percent", "status"]
     body = [[r.submission] + (_student(r) if with_students else []) + [
-        r.lab, number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty),
+        r.lab, r.release, number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty),
         number(r.total), r.percent, r.status] for r in rows]
     return headers, body
 

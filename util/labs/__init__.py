@@ -7,6 +7,9 @@ A lab is a package ``util/labs/labN/`` holding everything that belongs to it alo
 * ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any,
   and ``judge_*.py`` helpers only they use;
 * ``mistakes.py``: ``MISTAKES``, its example submissions (:class:`util.contract.Mistake`);
+* ``surface.py``: what its released handouts import from the course library (``NAMES``) and the names
+  that have moved since (``MOVED``, old place -> new place), collected in :data:`MOVED` so that an old
+  name keeps resolving (:mod:`util.moved`);
 * helpers only it uses.
 
 The judges and the mistakes are grader-only (:data:`GRADER_ONLY`): graded kernels do not see them and
@@ -116,6 +119,36 @@ def part(lab: Lab, name: str) -> ModuleType | None:
         return None
 
 
+def surface(lab: Lab) -> tuple[str, ...]:
+    """Every name ``lab``'s released handouts import or tell students to call, in its current place
+    (``"module:name"``, or ``"module"``): its ``surface.py``'s ``NAMES`` (empty if it has none)."""
+    module = part(lab, "surface")
+    return tuple(getattr(module, "NAMES", ())) if module is not None else ()
+
+
+def _moved() -> dict[str, str]:
+    """Old place -> new place for every name a lab moved (each ``surface.py``'s ``MOVED``).
+
+    A module is named ``"util.<module>"``, an attribute ``"util.<module>:<name>"``; only the course
+    library's names move (``util.``). Two labs that move one old name to two places are refused."""
+    found: dict[str, tuple[str, str]] = {}
+    for name, lab in LABS.items():
+        module = part(lab, "surface")
+        for old, new in getattr(module, "MOVED", {}).items():
+            if not old.startswith("util.") or (":" in old) != (":" in new):
+                raise ValueError(f"{PACKAGES[name]}.surface: MOVED[{old!r}] = {new!r}: both must be util "
+                                 "modules (\"util.<module>\") or both attributes (\"util.<module>:<name>\")")
+            if old in found and found[old][0] != new:
+                raise ValueError(f"{old} is moved to {found[old][0]} by {found[old][1]} and to {new} by {name}")
+            found[old] = (new, name)
+    return {old: new for old, (new, _) in found.items()}
+
+
+MOVED: dict[str, str] = _moved()
+"""Old place -> new place of every name a released handout imports that has moved since (from each lab's
+``surface.py``); :mod:`util.moved` resolves the old ones."""
+
+
 def grader_only(path: Path) -> bool:
     """Whether ``path`` (inside a lab folder) is one of the :data:`GRADER_ONLY` files or inside such a folder."""
     return any(fnmatch.fnmatch(part, pattern) for part in path.parts for pattern in GRADER_ONLY)
@@ -124,10 +157,11 @@ def grader_only(path: Path) -> bool:
 def source_files(lab: Lab) -> list[Path]:
     """Every source file whose change can change ``lab``'s references: its folder and its shared modules.
 
-    The mistakes are left out (they make the example submissions, not the references); judges are in."""
+    The mistakes are left out (they make the example submissions, not the references), and so is the
+    surface (it records names, and an old name is the very object at its new place); judges are in."""
     root = folder(lab)
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.name != "mistakes.py")
+                   and p.name not in ("mistakes.py", "surface.py"))
     repo = HERE.parent.parent
     for module in lab.shared_sources:
         path = repo / module

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Case, Lab, Release, Task, Tolerance
 from util.labs.lab1.public_checks import CHECKS
 
 STATS = Tolerance(rtol=1e-3, atol=1e-9)
@@ -17,6 +17,20 @@ STATS = Tolerance(rtol=1e-3, atol=1e-9)
 
 The band is relative: GoogLeNet's deep activations are of order 1e-5 (small init, eval-mode
 BatchNorm), so an absolute tolerance above ~1e-9 would accept any value there."""
+
+
+RELEASES = (
+    Release(1, "2026-11-22", "The first release: parameters, weight memory, a torchinfo layer table, MACs and "
+            "conv activations of GoogLeNet."),
+    Release(2, "2026-11-23",
+            "The hidden models now include tiny_tied: a weight two layers share (it counts once in 1.1 and 1.2), "
+            "a layer called twice (1.3 lists one row per call; 1.4 counts it twice) and a transposed convolution "
+            "(1.4 counts input elements x C_out/groups x kernel elements; 1.5 counts nn.Conv2d only). The notebook "
+            "states each rule with a hand count and a public check, and each task has a hidden check on "
+            "tiny_tied, whose points came from the task's exported answer.",
+            marker="Shared parameters count once."),
+)
+"""The lab's changelog (``Lab.releases``); the cases on ``tiny_tied`` came with release 2."""
 
 
 def _model(spec: Mapping[str, Any]):
@@ -52,6 +66,7 @@ LAB = Lab(
     notebook="lab1_pytorch_analysis.ipynb",
     packages=("torch", "torchvision", "torchinfo", "ptflops", "numpy"),
     shared_sources=("util/models.py",),
+    releases=RELEASES,
     tasks=(
         Task(
             id="1.1", title="Parameters", answer_points=4,
@@ -61,7 +76,7 @@ LAB = Lab(
             cases=(
                 Case("resnet18 with layer1 frozen", {"model": "resnet18", "freeze": ["conv1", "bn1", "layer1"]}, 2),
                 Case("mobilenet_v2", {"model": "mobilenet_v2"}, 2),
-                Case("tiny_tied", {"model": "tiny_tied"}, 2),
+                Case("tiny_tied", {"model": "tiny_tied"}, 2, since=2),
             ),
             checks=CHECKS["1.1"],
         ),
@@ -73,7 +88,7 @@ LAB = Lab(
             cases=(
                 Case("resnet18 float32", {"model": "resnet18"}, 2),
                 Case("tiny_grouped with a float16 stem", {"model": "tiny_grouped", "half": ["stem", "bn"]}, 2),
-                Case("tiny_tied", {"model": "tiny_tied"}, 2),
+                Case("tiny_tied", {"model": "tiny_tied"}, 2, since=2),
             ),
             checks=CHECKS["1.2"],
         ),
@@ -84,7 +99,7 @@ LAB = Lab(
             cases=(
                 Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 3),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 3),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 3),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 3, since=2),
             ),
             checks=CHECKS["1.3"],
         ),
@@ -99,7 +114,7 @@ LAB = Lab(
                      {"model": "mobilenet_v3_small", "input_shape": [1, 3, 160, 160]}, 6),
                 Case("squeezenet1_1@1x3x128x128", {"model": "squeezenet1_1", "input_shape": [1, 3, 128, 128]}, 6),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6, since=2),
             ),
             checks=CHECKS["1.4"],
         ),
@@ -111,7 +126,7 @@ LAB = Lab(
             cases=(
                 Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 6),
                 Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6),
+                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6, since=2),
             ),
             checks=CHECKS["1.5"],
         ),

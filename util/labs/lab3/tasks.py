@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Case, Lab, Release, Task, Tolerance
 from util.labs.lab3.public_checks import CHECKS as PUBLIC
 
 NUMBERS = Tolerance(rtol=1e-4, atol=1e-4)
@@ -100,6 +100,24 @@ def prepare() -> None:
     export_torchvision("alexnet")
 
 
+RELEASES = (
+    Release(1, "2026-11-22", "The first release: AlexNet's Gemms rewritten into MatMuls that fit an accelerator's "
+            "bounds, checked with onnxruntime, viewed in netron, and laid out efficiently."),
+    Release(2, "2026-11-23",
+            "gemm_chain_graph and perturbed moved from util.onnx_models to util.labs.lab3.graphs. Nothing graded "
+            "changed, and the old import keeps working (it prints a DeprecationWarning you may ignore).",
+            marker="from util.labs.lab3.graphs import gemm_chain_graph, perturbed"),
+    Release(3, "2026-11-23",
+            "The notebook states every rule the grader already applied: the tolerance of 3.2-3.4 and 3.6 "
+            "(rtol = atol = 1e-4), the refusal of a model with a tensor over 2^27 elements, and 3.6's node limit "
+            "as checked (each Gemm may become at most 16 nodes: the original's nodes, minus its Gemms, plus 16 "
+            "per Gemm); it adds a picture of the tiles of 3.2 (util.labs.lab3.figures.draw_tile_grid). Nothing "
+            "graded changed.",
+            marker="each Gemm may become at most 16 nodes"),
+)
+"""The lab's changelog (``Lab.releases``)."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     prepare="util.labs.lab3.tasks:prepare",
@@ -107,6 +125,7 @@ LAB = Lab(
     notebook="lab3_gemm_tiling.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
+    releases=RELEASES,
     tasks=(
         Task(
             id="3.1", title="A single Gemm", answer_points=2,

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task
+from util.contract import Case, Lab, Release, Task
 from util.labs.lab4.public_checks import CHECKS
 
 RESNET18 = {"model": "resnet18", "input_shape": [1, 3, 128, 128]}
@@ -49,8 +49,27 @@ def _analyze(part: str) -> Callable[[Callable, Mapping[str, Any]], Any]:
 
 
 def _cpp_cases(points: float) -> tuple[Case, ...]:
-    return tuple(Case(f"{spec['model']}@{'x'.join(map(str, spec['input_shape']))}", spec, points)
+    return tuple(Case(f"{spec['model']}@{'x'.join(map(str, spec['input_shape']))}", spec, points,
+                      since=3 if spec is TIED else 1)
                  for spec in (RESNET18, MOBILENET_V2, TINY, TIED))
+
+
+RELEASES = (
+    Release(1, "2026-11-22", "The first release: GoogLeNet exported to TorchScript, and its weight memory, "
+            "activation memory and MACs computed in C++ against libtorch."),
+    Release(2, "2026-11-23",
+            "The helpers this notebook imports moved into the lab's own folder: util.cpp_analyzer is now "
+            "util.labs.lab4.cpp_analyzer, util.torchscript is now util.labs.lab4.torchscript. Nothing graded "
+            "changed, and the old imports keep working (they print a DeprecationWarning you may ignore).",
+            marker="from util.labs.lab4.cpp_analyzer import Analyzer"),
+    Release(3, "2026-11-23",
+            "The hidden models now include tiny_tied: a weight two modules share (4.1 counts it once: "
+            "named_parameters() lists it twice) and a transposed convolution (4.3 counts input elements x "
+            "C_out/groups x kernel elements). The notebook states both with a hand count and a public check, and "
+            "each of 4.1-4.3 has a hidden check on tiny_tied, whose points came from the task's other checks.",
+            marker="A shared tensor counts once."),
+)
+"""The lab's changelog (``Lab.releases``); the C++ cases on ``tiny_tied`` came with release 3."""
 
 
 
@@ -71,6 +90,7 @@ LAB = Lab(
     packages=("torch", "torchvision", "numpy"),
     support=("cpp",),
     requires=("g++", "cmake", "make"),
+    releases=RELEASES,
     cell_timeout=300,
     notebook_timeout=600,
     shared_sources=("util/models.py", *(f"solutions/{path}" for path in CPP)),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task
+from util.contract import Case, Lab, Release, Task
 from util.labs.lab7.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab7"
@@ -96,6 +96,45 @@ def prepare() -> None:
     resnet18(folded=True)
 
 
+FP16_PARAMS_CASES = (
+    Case("mixer, parameters in float16", {"model": "mixer", "lists": "default", "fp16_params": True}, 3),
+    Case("ResNet-18 BN folded, parameters in float16", {"model": "resnet18_folded", "lists": "default",
+                                                        "fp16_params": True}, 3),
+)
+"""Task 7.3's hidden cases (the same in both releases)."""
+
+
+def _convert_cast_params(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """Release 1's task 7.3: the student's ``convert`` with ``cast_params=True`` (release 2 made it
+    ``convert_fp16_params``, a function of its own)."""
+    from util.artifacts import save_model
+    from util.labs.lab7.summary import summarize
+
+    model, lists = _model_and_lists(spec)
+    converted = fn(model, lists, excluded_names=tuple(spec.get("excluded", ())), cast_params=True)
+    save_model(converted, spec, LAB_NAME, fn.__name__)
+    return summarize(converted)
+
+
+RELEASES = (
+    Release(1, "2026-11-23", "The first release: node dtypes from op lists, Casts, float16 parameters, a float16 "
+            "emulator and a 1-minimal fp32 list, on ResNet-18 and hand-built graphs."),
+    Release(2, "2026-11-23",
+            "Task 7.3 is a function of its own, convert_fp16_params(model, lists, excluded_names=()): it converts as "
+            "7.2's convert does, then stores in float16 every initializer only float16 nodes read (release 1 asked "
+            "for convert(..., cast_params=True) instead). The 7.4 answer cell calls emulate_fp16 itself.",
+            marker="convert_fp16_params",
+            previous=(Task(
+                id="7.3", title="Cast parameters offline", answer_points=4,
+                answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for "
+                       "ResNet-18",
+                keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
+                function="convert", run_case=_convert_cast_params, grader_check=f"{JUDGE}:check_converted",
+                cases=FP16_PARAMS_CASES),)),
+)
+"""The lab's changelog (``Lab.releases``); release 1's task 7.3 called ``convert(..., cast_params=True)``."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Mixed precision with op lists",
@@ -103,6 +142,7 @@ LAB = Lab(
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab7.tasks:prepare",
     shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
+    releases=RELEASES,
     tasks=(
         Task(
             id="7.1", title="Classify nodes", answer_points=5,
@@ -134,12 +174,7 @@ LAB = Lab(
             answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for ResNet-18",
             keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
             function="convert_fp16_params", run_case=_convert, grader_check=f"{JUDGE}:check_converted",
-            checks=PUBLIC["7.3"],
-            cases=(
-                Case("mixer, parameters in float16", {"model": "mixer", "lists": "default", "fp16_params": True}, 3),
-                Case("ResNet-18 BN folded, parameters in float16", {"model": "resnet18_folded", "lists": "default",
-                                                                    "fp16_params": True}, 3),
-            ),
+            checks=PUBLIC["7.3"], cases=FP16_PARAMS_CASES,
         ),
         Task(
             id="7.4", title="Emulate fp16 on a CPU", answer_points=5,

@@ -1,0 +1,33 @@
+"""What this lab's released handouts import from the course library, or tell students to call.
+
+A released handout is a promise: every name here keeps resolving for the rest of the term, so a student
+half-way through an earlier handout loses nothing when the course moves code (``util.moved``).
+``NAMES`` are in their current place (``"module:name"``, or ``"module"`` for a module the text names);
+``MOVED`` maps the place an earlier handout used to the current one. Add a name when a handout starts
+using it (``python -m grader build --check`` says which are missing), never remove one during a term,
+and record a move here when you make it. ``tests/test_surface.py`` imports every name, old and new.
+"""
+
+NAMES = (
+    "util:setup",
+    "util:submit",
+    "util:check",
+    "util:progress",
+    "util.answers",
+    "util.answers:output_dir",
+    "util.onnx_models:export_torchvision",
+    "util.labs.lab3.graphs:gemm_chain_graph",
+    "util.labs.lab3.graphs:perturbed",
+    "util.labs.lab3.figures",
+    "util.labs.lab3.figures:draw_tile_grid",
+    "util.netron_view",
+    "util.netron_view:show",
+    "util.netron_view:stop",
+)
+"""Every name a released handout of this lab imports or names, in its current place."""
+
+MOVED = {
+    "util.onnx_models:gemm_chain_graph": "util.labs.lab3.graphs:gemm_chain_graph",
+    "util.onnx_models:perturbed": "util.labs.lab3.graphs:perturbed",
+}
+"""Old place -> current place, for names an earlier handout imports from where they were then."""

@@ -1,0 +1,34 @@
+"""What this lab's released handouts import from the course library, or tell students to call.
+
+A released handout is a promise: every name here keeps resolving for the rest of the term, so a student
+half-way through an earlier handout loses nothing when the course moves code (``util.moved``).
+``NAMES`` are in their current place (``"module:name"``, or ``"module"`` for a module the text names);
+``MOVED`` maps the place an earlier handout used to the current one. Add a name when a handout starts
+using it (``python -m grader build --check`` says which are missing), never remove one during a term,
+and record a move here when you make it. ``tests/test_surface.py`` imports every name, old and new.
+"""
+
+NAMES = (
+    "util:setup",
+    "util:submit",
+    "util:check",
+    "util:progress",
+    "util.netron_view",
+    "util.labs.lab7.graphs:all_fp16",
+    "util.labs.lab7.graphs:frag",
+    "util.labs.lab7.graphs:frag_feeds",
+    "util.labs.lab7.graphs:mixer",
+    "util.labs.lab7.graphs:resnet18",
+    "util.labs.lab7.graphs:toy",
+    "util.labs.lab7.lists:DEFAULT_LISTS",
+    "util.labs.lab7.lists:all_fp16_lists",
+    "util.labs.lab7.plots:plot_casts",
+    "util.labs.lab7.summary:row_counts",
+    "util.labs.lab7.summary:run",
+    "util.labs.lab7.summary:summarize",
+    "util.labs.lab7.summary:tensor_types",
+)
+"""Every name a released handout of this lab imports or names, in its current place."""
+
+MOVED: dict[str, str] = {}
+"""Old place -> current place, for names an earlier handout imports from where they were then."""
