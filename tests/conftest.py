@@ -9,28 +9,56 @@ once) runs on one worker only.
 """
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import pytest
 
+from grader.core import records
+from grader.core.limits import Limits
 from grader.core.results import SubmissionResult
+from grader.grade import resume
 from grader.grade.submission import grade_submission
 from util.labs import get_lab
 
 REPO = Path(__file__).resolve().parent.parent
 
 
+REUSE_ENV = "COURSE_TESTS_GRADEBOOK"
+"""A gradebook folder this test run may take results from (``.ci/run`` sets it to the folder its main job,
+``python -m grader grade grader/examples``, just wrote): a notebook graded there under the very key this
+run would grade it under (the same notebook, references, scoring code and limits) is not graded again.
+Unset (a developer's run), everything is graded here."""
+
+
+@lru_cache(maxsize=None)
+def _gradebook(folder: str) -> dict[str, records.Previous]:
+    return {os.path.abspath(r.source): r for r in records.load_all(Path(folder)).values() if r.source}
+
+
+def _from_gradebook(path: Path, lab_name: str) -> SubmissionResult | None:
+    folder = os.environ.get(REUSE_ENV)
+    record = _gradebook(folder).get(os.path.abspath(path)) if folder else None
+    if record is None or record.retry:
+        return None
+    key = resume.key(path, get_lab(lab_name), Limits())
+    key["feedback"] = "expected values hidden"
+    return record.result if record.key == key else None
+
+
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
-    """``graded(path, lab_name) -> SubmissionResult``, memoised for the session."""
+    """``graded(path, lab_name) -> SubmissionResult``, memoised for the session (and taken from the main
+    job's gradebook when :data:`REUSE_ENV` names one that graded it under the same key)."""
     cache: dict[tuple[str, str], SubmissionResult] = {}
 
     def grade(path: Path, lab_name: str) -> SubmissionResult:
         key = (str(path), lab_name)
         if key not in cache:
-            out = tmp_path_factory.mktemp("graded")
-            cache[key] = grade_submission(path, get_lab(lab_name), out)
+            cache[key] = _from_gradebook(path, lab_name) or grade_submission(
+                path, get_lab(lab_name), tmp_path_factory.mktemp("graded"))
         return cache[key]
 
     return grade

@@ -71,10 +71,10 @@ def test_ci_runs_the_readme_quickstart():
     quickstart = README.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
     steps = _code_lines(quickstart)
     assert steps == ["docker/setup.sh", ". .venv/bin/activate",
-                     "python -m grader grade grader/examples --out build/gradebook", "python -m pytest"]
+                     "python -m grader grade grader/examples -j 2 --out build/gradebook", "python -m pytest"]
     ci = _code_lines("```\n" + (REPO / ".ci" / "run").read_text() + "\n```")
     assert "docker/setup.sh .venv" in ci and ". .venv/bin/activate" in ci
-    assert "python -m grader grade grader/examples --out build/gradebook --no-progress" in ci
+    assert "python -m grader grade grader/examples -j 2 --out build/gradebook --no-progress" in ci
     assert ci[-1] == "python -m pytest"
 
 
