@@ -237,7 +237,7 @@ def feeds(name: str, batch: int, start: int = 0, dtype: torch.dtype = torch.floa
     split = digits_split()
     if start + batch > len(split.y_train):
         raise ValueError(f"there are {len(split.y_train)} training images; {start} + {batch} is past them")
-    x = split.x_train[start:start + batch].reshape((batch, *INPUTS[name])).to(dtype)
+    x = split.x_train[start:start + batch].reshape((batch, *INPUTS[name])).to(dtype).clone()   # its own storage
     return {"x": x, "y": split.y_train[start:start + batch].clone()}
 
 
