@@ -51,22 +51,12 @@ def test_an_untrained_model_fails_and_a_slow_train_is_timed():
     assert problems[1].startswith("train took 1.") and problems[1].endswith("at most 1 s")
 
 
-def test_a_train_that_raises_or_returns_something_else_is_reported():
+def test_a_train_that_raises_is_reported():
     def stub(model, data, epochs, seed):
         raise NotImplementedError("Implement task 12.5: Train on the digits")
 
     assert verdict(stub) == ["run again by the grader, train raised NotImplementedError: Implement task 12.5: Train on "
                              "the digits"]
-
-
-def test_weights_of_another_model_are_refused():
-    def other(model, data, epochs, seed):
-        import torch
-
-        return torch.nn.Linear(64, 10)
-
-    assert verdict(other) == ["the model train returned does not hold DigitsCNN's weights (names, dtypes and shapes of "
-                              "its state_dict differ): train the model it is given and return it"]
 
 
 def test_a_forged_reply_on_the_judges_socket_earns_only_what_its_weights_do():

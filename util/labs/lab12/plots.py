@@ -26,8 +26,8 @@ def plot_memory(runs: Mapping[str, Run], budget: int | None = None, ax=None, tit
         ax.axhline(budget / 1024, color="black", linestyle="--", linewidth=1, label=f"budget {budget / 1024:,.0f} KiB")
     ax.set_xlabel("step of the schedule (forward, loss, then recompute and backward; faint lines: the loss step)")
     ax.set_ylabel("activations and gradients alive (KiB)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, 1.5 * max(max(run.memory) for run in runs.values()) / 1024)
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="upper right", fontsize=8)
     return ax
