@@ -1,0 +1,210 @@
+"""Lab 12, training systems (the half of CMU dlsys's assignment lab 8 left out): the one declaration of its tasks.
+
+Students write reverse-mode autodiff over small ``torch.fx`` graphs (12.1), count a training step's
+memory by part, the saved activations measured with autograd's own hooks (12.2), walk the
+forward+backward schedule for its peak (12.3), plan activation checkpointing under a budget with the
+least recomputation (12.4) and train DigitsCNN on scikit-learn's digits (12.5).
+
+What a correct answer must satisfy is decided by the grader on what the cases saved (``judge.py``,
+``judge_training.py``): gradients against float64 autograd, saved bytes against its own measurement
+on a real step, a plan run by the course's executor (peak and recompute counted as it runs, never
+with module hooks: under ``torch.utils.checkpoint`` they miss recomputed blocks), and training re-run
+from a fresh model with the student's ``train`` in a student process, timed and evaluated by the judge.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab12.public_checks import CHECKS
+
+LAB_NAME = "lab12"
+JUDGE = "util.labs.lab12.judge"
+GRADIENTS = Tolerance(rtol=1e-5)
+"""Gradients against float64 autograd (relative to the gradient's largest element): float32 backward
+passes land at 1e-7 to 7e-7 (measured; PyTorch's own float32 autograd: 6e-7)."""
+ACCURACY = Tolerance(atol=0.02)
+"""Test accuracy of a float32 training run: the course's run reaches 0.997; other CPUs and thread counts
+sum in other orders and may move a few of the 360 test images."""
+
+
+def _refuse(_tensor: Any) -> Any:
+    raise RuntimeError("grad must work the gradients out itself: autograd (backward(), torch.autograd.grad, "
+                       "torch.func) is not available inside it")
+
+
+def _grad(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's gradients on a course graph, autograd refused; saved for the judge (float64 compare)."""
+    import numpy as np
+    import torch
+
+    from util.artifacts import save_arrays
+    from util.labs.lab12.graphs import build_graph, feeds, parameter_names
+
+    gm = build_graph(spec["graph"])
+    gm.requires_grad_(False)
+    names = parameter_names(gm)
+    with torch.autograd.graph.saved_tensors_hooks(_refuse, _refuse):
+        found = fn(gm, feeds(spec["graph"], spec["batch"], spec["start"]), list(names))
+    if not isinstance(found, Mapping) or sorted(found) != sorted(names):
+        raise ValueError(f"grad must return {{parameter name: gradient}} for {names}; it returned "
+                         f"{sorted(found) if isinstance(found, Mapping) else type(found).__name__}")
+    arrays = {}
+    for name in names:
+        value = found[name]
+        array = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value, dtype=np.float64)
+        arrays[f"grad/{name}"] = array
+    shapes = {name: list(arrays[f"grad/{name}"].shape) for name in names}
+    return {"shapes": shapes, **save_arrays(arrays, spec, LAB_NAME)}
+
+
+def _memory(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's memory parts; the saved activations and the total are saved for the judge, which
+    measures them itself on a real step."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab12.nets import build_net
+
+    found = fn(build_net(spec["model"]), tuple(spec["batch"]), spec["optimizer"])
+    keys = ("weights", "grads", "optimizer_state", "saved_activations", "total")
+    if not isinstance(found, Mapping) or sorted(found) != sorted(keys):
+        raise ValueError(f"training_memory must return a dict with keys {', '.join(keys)}")
+    for key in keys:
+        if not isinstance(found[key], (int, np.integer)) or isinstance(found[key], bool):
+            raise TypeError(f"{key} is a {type(found[key]).__name__}; byte counts are ints")
+    saved = save_arrays({key: np.array(int(found[key]), dtype=np.int64) for key in ("saved_activations", "total")},
+                        spec, LAB_NAME)
+    return {**{key: int(found[key]) for key in ("weights", "grads", "optimizer_state")}, **saved}
+
+
+def _peak(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab12.graphs import build_graph, feeds
+    from util.labs.lab12.schedule import training_graph
+
+    nodes, nbytes = training_graph(build_graph(spec["graph"]), feeds(spec["graph"], spec["batch"], spec["start"]))
+    return fn(nodes, nbytes)
+
+
+def _plan(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's plan, run by the course's executor here (for the reference) and saved for the judge,
+    which runs it again; a ``ValueError`` is what a budget no plan fits must give."""
+    import json
+
+    from util.answers import to_jsonable
+    from util.artifacts import save_file
+    from util.labs.lab12.executor import Chain, plan_problems, run_plan
+
+    chain = Chain(spec["batch"], tuple(spec["widths"]))
+    try:
+        plan = to_jsonable(fn(chain, spec["budget"]), "plan")
+    except ValueError:
+        return {"raised": "ValueError", **save_file(json.dumps({"raised": "ValueError"}).encode(), spec, LAB_NAME,
+                                                    ".json")}
+    problems = plan_problems(chain, plan)
+    if problems:
+        raise ValueError(problems[0])
+    run = run_plan(chain, plan)
+    saved = save_file(json.dumps({"plan": plan}).encode(), spec, LAB_NAME, ".json")
+    return {"recompute_macs": run.recompute_macs, "within_budget": run.peak_bytes <= spec["budget"], **saved}
+
+
+def _train(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's ``train`` run once on 64 images (so an error shows here, where it happened), then
+    pickled by value and saved: the grader trains with it in a process of its own and decides there."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.data import digits_split
+    from util.models import build_model
+
+    split = digits_split()
+    fn(build_model("digits_cnn", seed=spec["seed"]), (split.x_train[:64], split.y_train[:64]), 1, spec["seed"])
+    return save_arrays({"train": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
+def _chain(widths: list[int], batch: int, budget: int) -> dict[str, Any]:
+    return {"widths": widths, "batch": batch, "budget": budget}
+
+
+_A = 4 * 128 * 256
+"""One activation of the notebook's chain (batch 128, width 256): 131,072 bytes."""
+_MIXED = [128, 512, 256, 64, 512, 384, 128, 256, 512, 64, 192, 448, 128, 320, 512, 256, 96, 384, 512, 160, 64, 448,
+          256, 128, 512, 320, 64, 256, 384, 192, 128]
+"""The widths of a 30-block chain (too many plans to try them all: 2^29)."""
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Training systems",
+    notebook="lab12_training_systems.ipynb",
+    judge_timeout=180,  # 12.5 starts a student process: up to 60 s to start and warm up, 40 s to train
+    packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
+    shared_sources=("util/models.py", "util/data.py", "util/artifacts.py", "util/student_process.py"),
+    tasks=(
+        Task(
+            id="12.1", title="Reverse-mode autodiff", answer_points=5,
+            answer="{parameter: float(norm of its gradient)} for the MLP on 64 digits (w0, b0, w1, b1, w2, b2)",
+            keys=("w0", "b0", "w1", "b1", "w2", "b2"), tolerance=GRADIENTS,
+            function="grad", run_case=_grad, grader_check=f"{JUDGE}:check_grads", checks=CHECKS["12.1"],
+            cases=(
+                Case("residual MLP (a tensor read twice)", {"graph": "residual_mlp", "batch": 32, "start": 200}, 5),
+                Case("biases and a scale broadcast over the batch and the pixels",
+                     {"graph": "broadcast", "batch": 16, "start": 300}, 5),
+                Case("DigitsCNN without BatchNorm", {"graph": "digits_cnn", "batch": 32, "start": 400}, 5),
+                Case("one weight used by two layers", {"graph": "tied", "batch": 24, "start": 500}, 5),
+            ),
+        ),
+        Task(
+            id="12.2", title="Training memory", answer_points=4,
+            answer="training_memory(DigitsCNN, (64, 1, 8, 8), 'adam'): {'weights', 'grads', 'optimizer_state', "
+                   "'saved_activations', 'total'} in bytes",
+            keys=("weights", "grads", "optimizer_state", "saved_activations", "total"),
+            function="training_memory", run_case=_memory, grader_check=f"{JUDGE}:check_memory", checks=CHECKS["12.2"],
+            cases=(
+                Case("8 Linear+ReLU blocks at batch 128, SGD", {"model": "chain8", "batch": [128, 256],
+                                                                "optimizer": "sgd"}, 4),
+                Case("an MLP with a frozen first layer, momentum", {"model": "frozen_mlp", "batch": [32, 64],
+                                                                   "optimizer": "momentum"}, 4),
+                Case("DigitsCNN at batch 16 (BatchNorm in train mode), Adam",
+                     {"model": "digits_cnn", "batch": [16, 1, 8, 8], "optimizer": "adam"}, 4),
+                Case("a weight two layers share, Adam", {"model": "tied_mlp", "batch": [16, 64], "optimizer": "adam"}, 4),
+            ),
+        ),
+        Task(
+            id="12.3", title="Peak over the forward and backward passes", answer_points=3,
+            answer="training_peak(*training_graph(chain, batch 128)): {'peak_bytes': int, 'peak_at': step name}",
+            keys=("peak_bytes", "peak_at"),
+            function="training_peak", run_case=_peak, checks=CHECKS["12.3"],
+            cases=(
+                Case("residual MLP at batch 64", {"graph": "residual_mlp", "batch": 64, "start": 0}, 4),
+                Case("DigitsCNN without BatchNorm at batch 64", {"graph": "digits_cnn", "batch": 64, "start": 0}, 4),
+                Case("broadcast biases and a scale at batch 16", {"graph": "broadcast", "batch": 16, "start": 0}, 4),
+            ),
+        ),
+        Task(
+            id="12.4", title="Checkpointing plan", answer_points=4,
+            answer="{'recompute_macs', 'within_budget'} of your plan for the 8-block chain within 917,504 bytes, and "
+                   "{'sqrt_rule_recompute_macs', 'sqrt_rule_peak_bytes'} of the sqrt(n) plan [0, 3, 6]",
+            keys=("recompute_macs", "within_budget", "sqrt_rule_recompute_macs", "sqrt_rule_peak_bytes"),
+            function="checkpoint_plan", run_case=_plan, grader_check=f"{JUDGE}:check_plan", checks=CHECKS["12.4"],
+            cases=(
+                Case("a budget every plan fits: no checkpointing", _chain([256] * 7, 128, 2 << 20), 4),
+                Case("a budget below every plan's peak: ValueError", _chain([256] * 9, 128, 7 * _A - 1), 4),
+                Case("wide and narrow blocks in turn", _chain([64, 512] * 6 + [64], 128, 1_400_000), 4),
+                Case("30 blocks of mixed widths", _chain(_MIXED, 16, 500_000), 4),
+            ),
+        ),
+        Task(
+            id="12.5", title="Train on the digits", answer_points=5,
+            answer="{'test_accuracy': float, 'eval_mode': bool} of DigitsCNN trained with train(model, data, 4, 0)",
+            keys=("test_accuracy", "eval_mode"), tolerance=ACCURACY,
+            function="train", run_case=_train, grader_check="util.labs.lab12.judge_training:check_training",
+            checks=CHECKS["12.5"],
+            cases=(
+                Case("trained again by the grader from a fresh DigitsCNN: 97 % within 10 s",
+                     {"seed": 1, "epochs": 4, "seconds": 10, "min_accuracy": 0.97}, 15),
+            ),
+        ),
+    ),
+)
