@@ -42,6 +42,8 @@ def plot_roofline(layers: Sequence[Mapping], machines: Mapping[str, Mapping[str,
         ax.scatter(intensities, achieved, s=22, color="tab:red", zorder=3, label="layers: measured")
         for i, a, p in zip(intensities, achieved, on_roof):
             ax.plot([i, i], [a, p], color="tab:red", lw=0.5, alpha=0.5)
+        lowest = min([a for a in achieved if a > 0] + on_roof)
+        ax.set_ylim(lowest / 3, max(m["peak_gflops"] for m in machines.values()) * 2)
         gaps = sorted(range(len(layers)), key=lambda k: -(on_roof[k] / achieved[k] if achieved[k] > 0 else 0))
         for k in gaps[:label]:
             ax.annotate(layers[k]["name"], (intensities[k], achieved[k]), fontsize=7, xytext=(4, -8),

@@ -1,6 +1,6 @@
 """The profiles lab 11 ships and the one helper every per-layer profile of the lab uses.
 
-The recorded files (``traces/``, gzipped JSON, recorded once on the course's machine by the grader's own
+The recorded files (``util/labs/lab11/traces/``, gzipped JSON, recorded once on the course's machine by the grader's own
 profiling code and never regenerated at grading time) are what tasks 11.3 and 11.5 read, so that what they
 grade is exact whatever machine runs the notebook:
 
@@ -13,7 +13,8 @@ grade is exact whatever machine runs the notebook:
   MobileNetV2 (the grader's hidden cases read these).
 
 :func:`load_trace` reads one; :func:`annotate_layers` labels every layer call for the profiler;
-:func:`profiled_nodes` lists the nodes an onnxruntime profile timed.
+:func:`profiled_nodes` lists the nodes an onnxruntime profile timed; :func:`ort_session` and
+:func:`optimized_graph` run a model in onnxruntime the course's way and show what it runs at a level.
 """
 from __future__ import annotations
 
@@ -109,3 +110,27 @@ def profiled_nodes(profile: Any) -> dict[str, str]:
         if event.get("cat") == "Node" and isinstance(name, str) and name.endswith(KERNEL_SUFFIX):
             nodes[name[: -len(KERNEL_SUFFIX)]] = str(event.get("args", {}).get("op_name"))
     return nodes
+
+
+def ort_session(model, level: str = "extended"):
+    """An onnxruntime session for an ONNX model on the CPU, one thread, errors-only logging, at optimisation
+    ``level`` (``"disable_all"``, ``"basic"``, ``"extended"`` or ``"all"``): the course's session, with no
+    profiling. ``ort_session(model).run(None, {"input": x})`` runs it."""
+    from util.onnx_session import session
+
+    return session(model, level)
+
+
+def optimized_graph(model, level: str):
+    """The graph onnxruntime actually runs for ``model`` at optimisation ``level``, as an ``onnx.ModelProto``
+    (its nodes, their names and op types after the rewrites of that level)."""
+    import tempfile
+
+    import onnx
+
+    from util.onnx_session import session
+
+    with tempfile.TemporaryDirectory(prefix="lab11-") as folder:
+        path = Path(folder) / f"{level}.onnx"
+        session(model, level, save_to=path)
+        return onnx.load(str(path))
