@@ -57,6 +57,18 @@ def test_the_design_figures_of_resnet18(solution):
                                     "fc": 11}
 
 
+@pytest.mark.parametrize("model", ["resnet18_bnstats", "mobilenet_v2"])
+def test_the_layer_macs_are_what_flopcountermode_counts(solution, model):
+    """Lab 1's convention (conv and linear matrix products, no bias) is FlopCounterMode's count halved."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    net, x = machine.build(model), machine.course_input((1, 3, 64, 64))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        net(x)
+    assert sum(row["macs"] for row in solution["layer_table"](net, x, machine.GRADER_MACHINE)) * 2 == \
+        counter.get_total_flops()
+
+
 def test_no_graded_layer_sits_near_a_ridge(solution):
     """Bounds are graded exactly: a layer within rounding of the ridge would make them CPU-dependent. The
     FLOPs-as-MACs mistake moves the ridge to 2.5 MAC/B: no layer is near that one either, and the layers
