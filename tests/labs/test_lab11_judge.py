@@ -1,0 +1,185 @@
+"""Lab 11's judge of its measured cases, on recorded and synthetic measurements (no timing decides a test here).
+
+The grader's own measurement (``judge_measure``) is replaced by fixed numbers, so each verdict here is
+decided by the judge's logic alone: bands, rank correlation, the share of layers in band, the second
+measurement before a failure, and what a hostile saved file gets. The live measurement path is tested for
+plumbing in ``test_lab11_lab.py``; the margins under load are the benchmark's (``bench_lab11_grading.py``).
+"""
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+
+from util.contract import Tolerance
+from util.labs.lab11 import judge, judge_measure
+from util.labs.lab11.traces import load_trace
+
+EXACT = Tolerance(rtol=1e-9)
+PEAK = {"call": "measured", "measure": "peak", "n": 448, "runs": 10}
+BANDWIDTH = {"call": "measured", "measure": "bandwidth", "mib": 48, "runs": 10}
+PROFILE = {"measure": "profile", "model": "resnet18_bnstats", "shape": [1, 3, 64, 64], "runs": 10}
+ACHIEVED = {"call": "measured", "measure": "achieved", "model": "resnet18_bnstats", "layer": "layer4.1.conv1",
+            "sample": [512, 2, 2], "batches": [1, 8, 32], "runs": 10}
+
+
+def npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def recorded_profile() -> dict[str, float]:
+    """ResNet-18's per-layer times from the recorded trace (fastest call of 5 runs), in seconds."""
+    best: dict[str, float] = {}
+    for event in load_trace("resnet18_torch")["traceEvents"]:
+        if event.get("cat") == "user_annotation" and event["name"].startswith("layer:"):
+            name = event["name"][len("layer:"):]
+            best[name] = min(best.get(name, math.inf), event["dur"] / 1e6)
+    return best
+
+
+class Grader:
+    """Stands in for ``judge_measure``: fixed measurements, a different one when asked to measure afresh."""
+
+    def __init__(self, first: float, fresh: float | None = None, profile=None, achieved=None):
+        self.first, self.again = first, first if fresh is None else fresh
+        self.profile_first = profile or recorded_profile()
+        self.achieved_first = achieved or {1: 10.0, 8: 80.0, 32: 160.0}
+        self.calls: list[bool] = []
+
+    def value(self, fresh: bool) -> float:
+        self.calls.append(fresh)
+        return self.again if fresh else self.first
+
+    def install(self, monkeypatch) -> "Grader":
+        monkeypatch.setattr(judge_measure, "peak", lambda n, runs, fresh=False: self.value(fresh))
+        monkeypatch.setattr(judge_measure, "bandwidth", lambda mib, runs, fresh=False: self.value(fresh))
+        monkeypatch.setattr(judge_measure, "profile",
+                            lambda model, shape, runs, fresh=False: (self.calls.append(fresh), self.profile_first)[1])
+        monkeypatch.setattr(judge_measure, "achieved",
+                            lambda *args, fresh=False, **kwargs: (self.calls.append(fresh), self.achieved_first)[1])
+        return self
+
+
+@pytest.mark.parametrize("spec", [PEAK, BANDWIDTH])
+def test_a_machine_number_passes_within_the_band_and_fails_outside(monkeypatch, spec):
+    grader = Grader(100.0).install(monkeypatch)
+    for student, verdict in ((100.0, []), (51.0, []), (195.0, []), (49.0, "0.49x"), (205.0, "2.05x")):
+        problems = judge.check(spec, npz(value=np.float64(student)), EXACT)
+        assert (problems == []) if verdict == [] else (len(problems) == 1 and verdict in problems[0]), (student, problems)
+    assert grader.calls.count(True) == 2  # each failure was measured again first
+    assert "within 0.5x to 2x" in judge.check(PEAK, npz(value=np.float64(10.0)), EXACT)[0]
+
+
+def test_the_grader_measures_again_before_it_fails_a_case(monkeypatch):
+    grader = Grader(first=300.0, fresh=110.0).install(monkeypatch)  # an unlucky first measurement of its own
+    assert judge.check(PEAK, npz(value=np.float64(100.0)), EXACT) == []
+    assert grader.calls == [False, True]
+    problems, figures = judge.assess(PEAK, npz(value=np.float64(100.0)))
+    assert problems and figures["ratio"] == pytest.approx(1 / 3) and figures["margin"] < 1
+
+
+def test_an_exact_case_of_a_measured_task_is_left_to_the_reference(monkeypatch):
+    grader = Grader(100.0).install(monkeypatch)
+    for spec in ({"script_ns": [1, 2], "runs": 1, "warmup": 1}, {"call": "spearman", "a": [1], "b": [2]}):
+        assert judge.check(spec, b"anything at all", EXACT) == []
+    assert grader.calls == []
+
+
+@pytest.mark.parametrize("data, found", [
+    (b"", "it is empty"),
+    (b"not a zip", "not an .npz"),
+    (npz(gflops=np.float64(1.0)), "named ['gflops']"),
+    (npz(value=np.array([1.0, 2.0])), "expected one positive, finite number"),
+    (npz(value=np.float64(np.nan)), "expected one positive, finite number"),
+    (npz(value=np.float64(-3.0)), "expected one positive, finite number"),
+    (npz(value=np.array("100")), "expected one positive, finite number"),
+])
+def test_a_hostile_machine_file_gets_one_message_and_no_second_measurement(monkeypatch, data, found):
+    grader = Grader(100.0).install(monkeypatch)
+    problems = judge.check(PEAK, data, EXACT)
+    assert len(problems) == 1 and found in problems[0] and not problems[0].startswith("INVALID"), problems
+    assert True not in grader.calls
+
+
+def profile_file(times: dict[str, float]) -> bytes:
+    return npz(names=np.array(list(times), dtype=str), seconds=np.array(list(times.values()), dtype=np.float64))
+
+
+def test_a_profile_like_the_graders_passes_even_when_slower_throughout(monkeypatch):
+    grader = Grader(0.0).install(monkeypatch)
+    base = grader.profile_first
+    noisy = {name: t * (1.3 if i % 2 else 0.8) for i, (name, t) in enumerate(base.items())}
+    assert judge.check(PROFILE, profile_file(noisy), EXACT) == []
+    problems, figures = judge.assess(PROFILE, profile_file(noisy))
+    assert problems == [] and figures["spearman"] > 0.9 and figures["layers_in_band"] == 1.0
+
+
+def test_a_profile_in_another_order_or_unit_fails(monkeypatch):
+    Grader(0.0).install(monkeypatch)
+    base = recorded_profile()
+    reversed_ranks = dict(zip(base, sorted(base.values(), reverse=True)))
+    assert any("rank the layers unlike" in p for p in judge.check(PROFILE, profile_file(reversed_ranks), EXACT))
+    in_ms = {name: t * 1e3 for name, t in base.items()}
+    problems = judge.check(PROFILE, profile_file(in_ms), EXACT)
+    assert any("add up to 1000.00x" in p for p in problems) and any("report seconds" in p for p in problems)
+
+
+def test_a_roofline_prediction_passed_off_as_a_measurement_fails(monkeypatch):
+    """The recorded trace plays the grader's profile; the student returns the grader-machine predictions (the
+    reference answer of 11.4), scaled so that their total matches: the ranking is close (0.80) but most layers
+    are far off."""
+    from grader.judge import references
+    from util.labs import get_lab
+
+    Grader(0.0).install(monkeypatch)
+    base = recorded_profile()
+    predicted = {row["name"]: row["seconds"] for row in references.load(get_lab("lab11"))["answers"]["11.4"]}
+    scale = sum(base.values()) / sum(predicted.values())
+    problems, figures = judge.assess(PROFILE, profile_file({n: t * scale for n, t in predicted.items()}))
+    assert figures["layers_in_band"] < judge.MIN_LAYERS_IN_BAND and any("do not predict it" in p for p in problems)
+
+
+@pytest.mark.parametrize("names, seconds, found", [
+    (["conv1"], [1e-3], "returned 1 layer names; the model has 21"),
+    ([f"x{i}" for i in range(21)], [1e-3] * 21, "not layers: ['x0', 'x1', 'x2']"),
+    (["conv1"] * 21, [1e-3] * 21, "returned 21 layer names"),
+])
+def test_a_profile_with_the_wrong_layers_is_refused(monkeypatch, names, seconds, found):
+    Grader(0.0).install(monkeypatch)
+    problems = judge.check(PROFILE, npz(names=np.array(names, dtype=str), seconds=np.array(seconds)), EXACT)
+    assert len(problems) == 1 and found in problems[0], problems
+
+
+def test_a_hostile_profile_file_is_refused_without_measuring_twice(monkeypatch):
+    grader = Grader(0.0).install(monkeypatch)
+    for data in (npz(names=np.arange(21), seconds=np.ones(21)), npz(names=np.array(["a"]), seconds=np.array([np.inf])),
+                 npz(names=np.array(["a", "b"]), seconds=np.array([1.0])), npz(seconds=np.ones(3))):
+        problems = judge.check(PROFILE, data, EXACT)
+        assert len(problems) == 1 and not problems[0].startswith("INVALID"), problems
+    assert True not in grader.calls
+
+
+def test_achieved_gflops_are_judged_per_batch_in_the_conv_band(monkeypatch):
+    Grader(0.0).install(monkeypatch)
+    good = npz(batches=np.array([1, 8, 32]), gflops=np.array([4.0, 200.0, 400.0]))  # 0.4x, 2.5x, 2.5x: inside 1/3..3
+    assert judge.check(ACHIEVED, good, EXACT) == []
+    per_sample = npz(batches=np.array([1, 8, 32]), gflops=np.array([10.0, 10.0, 5.0]))  # MACs of one sample only
+    problems = judge.check(ACHIEVED, per_sample, EXACT)
+    assert len(problems) == 1 and "at batch 8 is 0.12x" in problems[0] and "whole batch" in problems[0]
+    for data in (npz(batches=np.array([1, 8]), gflops=np.array([1.0, 1.0])),
+                 npz(batches=np.array([1.0, 8.0, 32.0]), gflops=np.ones(3))):
+        assert "for the batches [1, 8, 32]" in judge.check(ACHIEVED, data, EXACT)[0]
+
+
+def test_the_judges_spearman_is_the_textbook_one():
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        a, b = rng.integers(0, 6, 15), rng.integers(0, 6, 15)  # many ties
+        assert judge.spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, rel=1e-12)
+    assert judge.spearman([1, 1, 1], [1, 2, 3]) == 0.0

@@ -1,0 +1,360 @@
+"""Lab 11, from counts to time (the roofline, profilers, and what a measurement can be trusted to say): the
+one declaration of its tasks.
+
+Students build a machine model from a best-of-runs timer (11.1), place every layer of ResNet-18 on the
+roofline with lab 1's MACs over lab 2's bytes (11.2), read the profiles of ``torch.profiler`` and onnxruntime
+(11.3), predict each layer's time (11.4), set the predictions against per-layer measurements (11.5), and see
+batch size move layers across the ridge (11.6).
+
+Exact where it can be: intensities, bounds, predictions, trace tables and rank correlations are graded
+exactly under the grader-supplied machine model (``machine.GRADER_MACHINE``: 100 GFLOP/s, 40 GB/s) and on
+the recorded traces the lab ships (``traces/``); the timing discipline is graded exactly on scripted
+workloads that run on a clock of their own (``machine.ScriptedWork``), and the arithmetic of a measurement
+with a timer whose answer is known (``machine.fixed_timer``).
+
+Measured where it must be (24 of the 100 points): the machine model, the per-layer profiles and the achieved
+GFLOP/s. Their cases save what the student's function measured in the graded kernel; the grader's judge
+(``judge.py``) measures the same thing itself, in its own process pinned to one CPU with one thread
+(``judge_measure.py``), and grades a ratio within a band or a rank correlation between the two, with bands
+from the noise study in the lab's benchmark (``benchmarks/bench_lab11_grading.py``). No measured number is
+ever compared with the reference file: the reference of a measured case is only the name of its saved file.
+
+Some cases call a second function of the notebook besides the task's own (``measure_peak`` in task 11.1,
+``ort_profile`` in 11.3, ...): they find it where the task's function was defined, in the notebook's
+namespace (:func:`_notebook_function`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Case, Lab, Task, Tolerance
+from util.labs.lab11.public_checks import CHECKS
+
+LAB_NAME = "lab11"
+JUDGE = "util.labs.lab11.judge"
+FLOATS = Tolerance(rtol=1e-9)
+"""Every float here is arithmetic on exact inputs (counts, recorded durations, scripted clocks): only the
+last bits of a float sum may differ."""
+SCRIPT_NEIGHBOUR = [80_000_000, 40_000_000, 9_500_000, 25_000_000, 9_000_000, 30_000_000, 9_200_000]
+"""A cold first call, a second slow one, then a neighbour that steals the core now and then (ns)."""
+SCRIPT_NO_WARMUP = [7_000_000, 3_000_000, 5_000_000, 3_500_000]
+
+
+def _notebook_function(fn: Callable, name: str) -> Callable:
+    """The notebook's function ``name``, found in the namespace where the task's function ``fn`` was defined."""
+    found = getattr(fn, "__globals__", {}).get(name)
+    if not callable(found):
+        raise NameError(f"the grader calls {name}() in this case, and the notebook defines no function of that name "
+                        f"next to {getattr(fn, '__name__', 'the task function')}(); keep the names the notebook gives")
+    return found
+
+
+def _number(value: Any, what: str) -> float:
+    """``value`` (a Python, numpy or 0-d torch number; not a bool) as a float, or a ``TypeError`` saying what it was."""
+    import numbers
+
+    if getattr(value, "ndim", None) == 0 and hasattr(value, "item"):  # a 0-d array or tensor
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{what} must return a number, not {type(value).__name__} ({str(value)[:60]})")
+    return float(value)
+
+
+def _model_and_input(spec: Mapping[str, Any]):
+    from util.labs.lab11.machine import build, course_input
+
+    return build(spec["model"]), course_input(spec["shape"])
+
+
+def _onnx(spec: Mapping[str, Any]):
+    from util.onnx_models import export_torchvision
+
+    return export_torchvision(spec["model"], input_shape=tuple(spec["shape"]), fold_batchnorm=True)
+
+
+# ---------------------------------------------------------------- 11.1 machine model
+
+def _scripted(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``best_time`` on a scripted workload and its clock: the best time and how many calls it made."""
+    from util.labs.lab11.machine import ScriptedWork
+
+    work = ScriptedWork(spec["script_ns"])
+    best = fn(work, runs=spec["runs"], warmup=spec["warmup"], clock=work.clock)
+    return {"best_s": _number(best, "best_time"), "calls": work.calls}
+
+
+def _fixed_machine(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``measure_peak`` and ``measure_bandwidth`` timed by a timer whose answer is known."""
+    from util.labs.lab11.machine import fixed_timer
+
+    timer = fixed_timer(spec["seconds"])
+    peak = _notebook_function(fn, "measure_peak")(n=spec["n"], runs=spec["runs"], timer=timer)
+    bandwidth = _notebook_function(fn, "measure_bandwidth")(mib=spec["mib"], runs=spec["runs"], timer=timer)
+    return {"peak_gflops": _number(peak, "measure_peak"), "bandwidth_gbs": _number(bandwidth, "measure_bandwidth")}
+
+
+def _measured_machine(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``measure_peak`` or ``measure_bandwidth`` timed by the course's CPU-clock timer; saved for the judge."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab11.machine import cpu_timer
+
+    if spec["measure"] == "peak":
+        value = _number(_notebook_function(fn, "measure_peak")(n=spec["n"], runs=spec["runs"], timer=cpu_timer),
+                        "measure_peak")
+    else:
+        value = _number(_notebook_function(fn, "measure_bandwidth")(mib=spec["mib"], runs=spec["runs"],
+                                                                     timer=cpu_timer), "measure_bandwidth")
+    return save_arrays({"value": np.float64(value)}, spec, LAB_NAME)
+
+
+# ---------------------------------------------------------------- 11.2 intensity and bound
+
+def _layer_table(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11.machine import GRADER_MACHINE
+
+    model, x = _model_and_input(spec)
+    return fn(model, x, dict(GRADER_MACHINE))
+
+
+# ---------------------------------------------------------------- 11.3 traces
+
+def _torch_table(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11.traces import load_trace
+
+    return fn(load_trace(spec["trace"]))
+
+
+def _ort_table(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11.traces import load_trace
+
+    return _notebook_function(fn, "ort_op_table")(load_trace(spec["trace"]))
+
+
+def _ort_nodes(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The nodes the student's ``ort_profile`` timed, as the course reads its profile file."""
+    from pathlib import Path
+
+    from util.labs.lab11.machine import course_input
+    from util.labs.lab11.traces import profiled_nodes, read_json
+
+    feeds = {"input": course_input(spec["shape"]).numpy()}
+    path = _notebook_function(fn, "ort_profile")(_onnx(spec), feeds, runs=spec["runs"])
+    if not isinstance(path, (str, Path)) or not Path(path).is_file():
+        raise TypeError(f"ort_profile must return the path of the profile onnxruntime wrote, not {str(path)[:80]!r}")
+    return {"nodes": profiled_nodes(read_json(path))}
+
+
+# ---------------------------------------------------------------- 11.4 predicted time
+
+def _predict(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11 import machine
+
+    return fn([dict(row) for row in spec["layers"]], dict(getattr(machine, spec["machine"])))
+
+
+# ---------------------------------------------------------------- 11.5 measured against predicted
+
+def _spearman(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return _number(_notebook_function(fn, "spearman")(list(spec["a"]), list(spec["b"])), "spearman")
+
+
+def _layer_times(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11.traces import load_trace
+
+    return _notebook_function(fn, "layer_times")(load_trace(spec["trace"]))
+
+
+def _profile(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's per-layer profile, measured in the kernel and saved for the judge to compare with its own."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    model, x = _model_and_input(spec)
+    found = fn(model, x, runs=spec["runs"])
+    if not isinstance(found, Mapping):
+        raise TypeError(f"profile_layers must return a dict {{layer name: seconds}}, not {type(found).__name__}")
+    names = [str(name) for name in found]
+    seconds = [_number(found[name], f"profile_layers()[{name!r}]") for name in found]
+    saved = save_arrays({"names": np.array(names, dtype=str), "seconds": np.array(seconds, dtype=np.float64)},
+                        spec, LAB_NAME)
+    return {**saved, "layers": len(names)}
+
+
+# ---------------------------------------------------------------- 11.6 batch size
+
+def _ridge_batch(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab11 import machine
+
+    layer = machine.layer_of(spec["model"], spec["layer"])
+    return fn(layer, tuple(spec["sample"]), dict(getattr(machine, spec["machine"])))
+
+
+def _achieved(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``achieved_gflops`` with a fixed timer (exact) or the course's CPU-clock timer (saved for the judge)."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab11 import machine
+
+    achieved = _notebook_function(fn, "achieved_gflops")
+    layer = machine.layer_of(spec["model"], spec["layer"])
+    timer = machine.fixed_timer(spec["seconds"]) if "seconds" in spec else machine.cpu_timer
+    found = achieved(layer, tuple(spec["sample"]), batches=tuple(spec["batches"]), runs=spec["runs"], timer=timer)
+    if not isinstance(found, Mapping):
+        raise TypeError(f"achieved_gflops must return a dict {{batch: GFLOP/s}}, not {type(found).__name__}")
+    values = {int(batch): _number(value, f"achieved_gflops()[{batch!r}]") for batch, value in found.items()}
+    if "measure" not in spec:
+        return values
+    return save_arrays({"batches": np.array(list(values), dtype=np.int64),
+                        "gflops": np.array(list(values.values()), dtype=np.float64)}, spec, LAB_NAME)
+
+
+# ---------------------------------------------------------------- one run_case per task
+
+def _exact(call: Callable[[Callable, Mapping[str, Any]], Any]) -> Callable[[Callable, Mapping[str, Any]], Any]:
+    """``call``, whose value the grader compares with the reference, in a task whose measured cases the judge
+    checks: the grader judges a saved file for every case of such a task, so this one saves its value too
+    (the judge has nothing to add to an exact case and passes it; the reference decides)."""
+    def run(fn: Callable, spec: Mapping[str, Any]) -> Any:
+        import json
+
+        from util.answers import to_jsonable
+        from util.artifacts import save_file
+
+        value = to_jsonable(call(fn, spec), "result")
+        save_file(json.dumps(value).encode(), spec, LAB_NAME, ".json")
+        return value
+
+    return run
+
+
+def _dispatch(calls: Mapping[str, Callable[[Callable, Mapping[str, Any]], Any]]) -> Callable:
+    """A ``run_case`` that runs ``calls[spec["call"]]`` (or ``calls[None]`` when the spec names no call)."""
+    def run_case(fn: Callable, spec: Mapping[str, Any]) -> Any:
+        return calls[spec.get("call")](fn, spec)
+
+    return run_case
+
+
+MACHINE_CASES = _dispatch({None: _exact(_scripted), "fixed": _exact(_fixed_machine), "measured": _measured_machine})
+TRACE_CASES = _dispatch({None: _torch_table, "ort": _ort_table, "nodes": _ort_nodes})
+PROFILE_CASES = _dispatch({None: _profile, "spearman": _exact(_spearman), "layer_times": _exact(_layer_times)})
+BATCH_CASES = _dispatch({None: _exact(_ridge_batch), "fixed": _exact(_achieved), "measured": _achieved})
+
+
+def prepare() -> None:
+    """Fill the ONNX export cache with the two models the notebook and the hidden cases profile in onnxruntime."""
+    for model in ("resnet18_bnstats", "mobilenet_v2"):
+        _onnx({"model": model, "shape": [1, 3, 64, 64]})
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="From counts to time: roofline and profilers",
+    notebook="lab11_roofline_profiling.ipynb",
+    packages=("torch", "torchvision", "onnx", "onnxruntime", "numpy"),
+    prepare="util.labs.lab11.tasks:prepare",
+    shared_sources=("util/models.py", "util/onnx_models.py", "util/artifacts.py"),
+    tasks=(
+        Task(
+            id="11.1", title="Machine model", answer_points=4,
+            answer="{'cold_start': {'best_s', 'calls'} of best_time on the notebook's scripted workload, "
+                   "'fixed_timer': {'peak_gflops', 'bandwidth_gbs'} of measure_peak(512) and "
+                   "measure_bandwidth(64) timed by fixed_timer(1e-3)}",
+            keys=("cold_start", "fixed_timer"), tolerance=FLOATS,
+            function="best_time", run_case=MACHINE_CASES, grader_check=f"{JUDGE}:check", checks=CHECKS["11.1"],
+            cases=(
+                Case("best_time, scripted: a cold start and a noisy neighbour",
+                     {"script_ns": SCRIPT_NEIGHBOUR, "runs": 5, "warmup": 2}, 2),
+                Case("best_time, scripted: no warm-up, 3 runs",
+                     {"script_ns": SCRIPT_NO_WARMUP, "runs": 3, "warmup": 0}, 2),
+                Case("measure_peak and measure_bandwidth with a fixed timer",
+                     {"call": "fixed", "n": 300, "mib": 3, "runs": 2, "seconds": 0.0025}, 2),
+                Case("measure_peak(448), measured", {"call": "measured", "measure": "peak", "n": 448, "runs": 10}, 3),
+                Case("measure_bandwidth(48), measured",
+                     {"call": "measured", "measure": "bandwidth", "mib": 48, "runs": 10}, 3),
+            ),
+        ),
+        Task(
+            id="11.2", title="Intensity and bound per layer", answer_points=4,
+            answer="{'ridge': ridge(GRADER_MACHINE), 'layers': layer_table(resnet, x, GRADER_MACHINE)}",
+            keys=("ridge", "layers"), tolerance=FLOATS,
+            function="layer_table", run_case=_layer_table, checks=CHECKS["11.2"],
+            cases=(
+                Case("MobileNetV2 @1x3x64x64", {"model": "mobilenet_v2", "shape": [1, 3, 64, 64]}, 4),
+                Case("ResNet-18 @2x3x64x64", {"model": "resnet18_bnstats", "shape": [2, 3, 64, 64]}, 4),
+                Case("MLP @16x784", {"model": "mlp", "shape": [16, 784]}, 4),
+            ),
+        ),
+        Task(
+            id="11.3", title="Read recorded traces", answer_points=4,
+            answer="{'torch': torch_op_table(the ResNet-18 trace), 'ort': ort_op_table(the ResNet-18 profile), "
+                   "'live_nodes': profiled_nodes(your ort_profile of ResNet-18)}",
+            keys=("torch", "ort", "live_nodes"), tolerance=FLOATS,
+            function="torch_op_table", run_case=TRACE_CASES, checks=CHECKS["11.3"],
+            cases=(
+                Case("torch_op_table: MobileNetV2 trace", {"trace": "mobilenet_v2_torch"}, 4),
+                Case("ort_op_table: MobileNetV2 profile", {"call": "ort", "trace": "mobilenet_v2_ort"}, 4),
+                Case("ort_profile: MobileNetV2 @1x3x64x64, the nodes timed",
+                     {"call": "nodes", "model": "mobilenet_v2", "shape": [1, 3, 64, 64], "runs": 2}, 4),
+            ),
+        ),
+        Task(
+            id="11.4", title="Predicted time", answer_points=4,
+            answer="predict(layer_table(resnet, x, GRADER_MACHINE), GRADER_MACHINE): a list of "
+                   "{'name', 'compute_s', 'memory_s', 'seconds'}",
+            tolerance=FLOATS, function="predict", run_case=_predict, checks=CHECKS["11.4"],
+            cases=(
+                Case("four layers on a wide bus", {"machine": "WIDE_BUS", "layers": [
+                    {"name": "big", "macs": 9_437_184, "bytes": 9_453_568},
+                    {"name": "small", "macs": 5_120, "bytes": 22_608},
+                    {"name": "pool", "macs": 0, "bytes": 65_536},
+                    {"name": "dense", "macs": 4_718_592, "bytes": 393_216}]}, 4),
+                Case("four layers on a slow core", {"machine": "SLOW_CORE", "layers": [
+                    {"name": "a", "macs": 1_000_000, "bytes": 6_250_000},
+                    {"name": "b", "macs": 3, "bytes": 7},
+                    {"name": "c", "macs": 524_288, "bytes": 548_864},
+                    {"name": "d", "macs": 0, "bytes": 0}]}, 4),
+            ),
+        ),
+        Task(
+            id="11.5", title="Measured against predicted", answer_points=4,
+            answer="{'measured_s': layer_times(the ResNet-18 trace), 'ratio': {layer: measured / predicted}, "
+                   "'spearman': spearman(predicted, measured)}",
+            keys=("measured_s", "ratio", "spearman"), tolerance=FLOATS,
+            function="profile_layers", run_case=PROFILE_CASES, grader_check=f"{JUDGE}:check",
+            checks=CHECKS["11.5"],
+            cases=(
+                Case("spearman with ties", {"call": "spearman", "a": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3],
+                                            "b": [2, 7, 1, 8, 2, 8, 1, 8, 2, 8]}, 3),
+                Case("layer_times: MobileNetV2 trace", {"call": "layer_times", "trace": "mobilenet_v2_torch"}, 3),
+                Case("profile_layers: ResNet-18 @1x3x64x64, measured",
+                     {"measure": "profile", "model": "resnet18_bnstats", "shape": [1, 3, 64, 64], "runs": 10}, 6),
+                Case("profile_layers: MobileNetV2 @1x3x64x64, measured",
+                     {"measure": "profile", "model": "mobilenet_v2", "shape": [1, 3, 64, 64], "runs": 10}, 6),
+            ),
+        ),
+        Task(
+            id="11.6", title="Batch size moves layers across the ridge", answer_points=4,
+            answer="{layer: ridge_batch(layer, sample shape, GRADER_MACHINE)} for conv1, layer1.0.conv1, "
+                   "layer3.0.conv2, layer4.1.conv1 and fc of ResNet-18",
+            tolerance=FLOATS, function="ridge_batch", run_case=BATCH_CASES, grader_check=f"{JUDGE}:check",
+            checks=CHECKS["11.6"],
+            cases=(
+                Case("depthwise conv of MobileNetV2", {"model": "mobilenet_v2", "layer": "features.2.conv.1.0",
+                                                      "sample": [96, 32, 32], "machine": "GRADER_MACHINE"}, 3),
+                Case("first Linear of the MLP", {"model": "mlp", "layer": "0", "sample": [784],
+                                                 "machine": "GRADER_MACHINE"}, 3),
+                Case("achieved_gflops with a fixed timer", {
+                    "call": "fixed", "model": "resnet18_bnstats", "layer": "layer2.0.conv1",
+                    "sample": [64, 16, 16], "batches": [1, 3, 16], "runs": 2, "seconds": 0.004}, 2),
+                Case("achieved_gflops: layer4.1.conv1, measured", {
+                    "call": "measured", "measure": "achieved", "model": "resnet18_bnstats", "layer": "layer4.1.conv1",
+                    "sample": [512, 2, 2], "batches": [1, 8, 32], "runs": 10}, 6),
+            ),
+        ),
+    ),
+)
