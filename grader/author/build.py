@@ -106,6 +106,10 @@ def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
             problems.append(f"{where}: cell {index} has outputs; clear them before committing "
                             "(python -m grader build --clean-solutions)")
             break
+    if notebook.metadata_lab(nb) != lab.name:
+        problems.append(f"{where}: its metadata names lab {notebook.metadata_lab(nb)!r}; set "
+                        f'"course": {{"lab": "{lab.name}"}} in the notebook\'s metadata (the grader tells a '
+                        "submission's lab by it, and the generated copies inherit it)")
     found = notebook.headings(nb)
     ids = [h[0] for h in found.values()]
     for task in lab.tasks:
