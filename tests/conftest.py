@@ -78,6 +78,7 @@ def _lab_of(item: pytest.Item) -> str | None:
     return found.group(1) if found else None
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its worker plugin registers after this file)
 def pytest_collection_modifyitems(config, items):
     """Put each lab's tests in one xdist group, the others in their module's (a no-op without xdist)."""
     for item in items:  # the rest stay with their module: module-scoped fixtures run once, on one worker
