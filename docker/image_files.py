@@ -73,18 +73,30 @@ def instructions(text: str) -> list[Instruction]:
     return out
 
 
+def _substitute(text: str, values: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by their values (a name without one is left as it is)."""
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))",
+                  lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
 def stages(path: Path = DOCKERFILE) -> list[Stage]:
-    """The stages of a Dockerfile, in order."""
+    """The stages of a Dockerfile, in order; a ``FROM`` names its base with the defaults of the ``ARG``
+    lines before the first ``FROM`` (``ARG BASE=python:...`` then ``FROM ${BASE}``), as Docker does
+    when no ``--build-arg`` is given."""
     out: list[Stage] = []
+    defaults: dict[str, str] = {}
     for ins in instructions(path.read_text(encoding="utf-8")):
         if ins.keyword == "FROM":
             words = ins.args.split()
             words = [w for w in words if not w.startswith("--")]
             name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
-            out.append(Stage(words[0], name))
+            out.append(Stage(_substitute(words[0], defaults), name))
         elif not out:
             if ins.keyword != "ARG":
                 raise ValueError(f"{path}:{ins.line}: {ins.keyword} before the first FROM")
+            name, _, value = ins.args.partition("=")
+            if value:
+                defaults[name.strip()] = value.strip().strip('"')
         else:
             out[-1].instructions.append(ins)
     return out
