@@ -4,7 +4,7 @@
 #
 #   docker/build_images.sh                  # both images; stops the engine afterwards if it started it
 #   docker/build_images.sh --keep-engine    # leave it running (then: docker/engine.sh stop)
-#   docker/build_images.sh --deps-only      # only the shared package stage (no .venv needed yet)
+#   docker/build_images.sh --deps-only      # only the shared package stage
 #
 # 1. The engine (docker/engine.sh): installed and started when none answers.
 # 2. The base (docker/base_image.sh): the Dockerfile's python:3.11.7-slim-bookworm, or a stand-in made
@@ -13,15 +13,13 @@
 #    local wheel folders and indexes are served on 127.0.0.1 for the build (--network host).
 # 4. BuildKit builds, with Debian's /usr/bin/docker (another docker on PATH may have no BuildKit):
 #    the shared `deps` stage once (the pinned packages), then the student image from the students'
-#    copy (`python -m grader release`, into build/images/student-copy) and the grader image from
-#    this repository. Each image's size and build time are printed and written to
+#    copy (`python -m grader release`, run in that stage, into build/images/student-copy) and the
+#    grader image from this repository. The host needs no Python packages (nor a .venv). Each image's size and build time are printed and written to
 #    build/artifacts/images.txt; the builds' logs go to build/artifacts/images/.
 #
 # Image names: $COURSE_STUDENT_IMAGE (ml-cost-course:student), $COURSE_GRADER_IMAGE
 # (ml-cost-course:grader). The student image's user has UID and GID 1000 (the Dockerfile's default):
 # a build as root must not pass --build-arg UID=$(id -u), which would make a second root account.
-# The students' copy is written with $COURSE_PYTHON, else .venv/bin/python when there is one, else
-# python3 (it needs the course's packages).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO="$PWD"
@@ -126,12 +124,13 @@ build deps "$REPO" deps "$DEPS"
 report "$DEPS (shared package stage, both images are built on it): $(size "$DEPS"), built in $(clock "$SECONDS_TAKEN")"
 if [ -n "$DEPS_ONLY" ]; then exit 0; fi
 
-python="${COURSE_PYTHON:-python3}"
-if [ -z "${COURSE_PYTHON:-}" ] && [ -x "$REPO/.venv/bin/python" ]; then python="$REPO/.venv/bin/python"; fi
+# The students' copy, written by the shared stage's Python (it has the course's packages; the host
+# needs no .venv): this repository mounted read-only, the copy written as the caller.
 rm -rf "$COPY_DIR"
 mkdir -p "$(dirname "$COPY_DIR")"
-(cd "$REPO" && "$python" -m grader release "$COPY_DIR" >&2) \
-    || die "python -m grader release failed (with $python); set up the course first (docker/setup.sh) or set COURSE_PYTHON to a python that has its packages"
+"$DOCKER" run --rm --user "$(id -u):$(id -g)" -e HOME=/tmp -v "$REPO:/src:ro" -v "$(dirname "$COPY_DIR"):/out" \
+    -w /src "$DEPS" python -m grader release "/out/$(basename "$COPY_DIR")" >&2 \
+    || die "python -m grader release failed in $DEPS (see above)"
 
 build student "$COPY_DIR" student "$STUDENT"
 report "$STUDENT: $(size "$STUDENT") ($(own "$STUDENT") of its own), built in $(clock "$SECONDS_TAKEN") on the shared stage"
