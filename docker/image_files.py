@@ -1,15 +1,18 @@
-"""Which repository files a target of docker/Dockerfile copies into its image, computed without Docker.
+"""Which files of a build context a target of docker/Dockerfile copies into its image, computed without Docker.
 
-There is no Docker engine on the course machines, so the image cannot be built there. This reads
-the Dockerfile's stages and ``COPY`` lines, applies ``.dockerignore`` and lists every file that
-lands in the image, with where it comes from. ``tests/test_docker.py`` uses it to prove that the
-student image holds no solution and no reference file; instructors can audit an image with::
+This reads the Dockerfile's stages and ``COPY`` lines, applies ``.dockerignore`` and lists every
+file that lands in the image, with where it comes from, in a second (``tests/test_docker.py``; the
+images themselves are built and checked by ``tests/test_images.py``, where Docker runs). The student
+image is built from the students' copy (``python -m grader release DIR``), which
+``grader/author/release.py`` derives from this list; audit it with::
 
-    python docker/image_files.py student        # one line per file: image path <- repository path
+    python -m grader release build/student
+    python docker/image_files.py student --context build/student   # image path <- path in the copy
 
 Supported: ``FROM <image> [AS <name>]`` (stages built on earlier stages inherit their files),
 ``WORKDIR``, and ``COPY [--chown=...] <src>... <dest>`` in shell form, where a source is a file, a
-folder (its contents are copied) or a glob. ``.dockerignore`` lines are globs matched against the
+folder (its contents are copied) or a glob; ``ARG NAME=default`` lines before the first ``FROM``
+fill ``${NAME}`` in ``FROM`` lines. What a ``RUN`` writes (the virtual environment) is not listed. ``.dockerignore`` lines are globs matched against the
 path and each of its parent folders (``**/`` matches any depth), with ``!`` exceptions, as Docker
 does. ``ADD`` and ``COPY --from`` are refused rather than guessed.
 """
@@ -231,9 +234,16 @@ def main(argv: list[str] | None = None) -> int:
                     "'image path  <-  repository path'.")
     parser.add_argument("target", nargs="?", default="student",
                         help="the Dockerfile stage to list (student or grader; default: %(default)s)")
+    parser.add_argument("--context", type=Path, default=REPO,
+                        help="the build context (default: this repository; the student image's is the students' "
+                             "copy, python -m grader release DIR)")
     args = parser.parse_args(argv)
+    if args.target == "student" and (args.context / "grader" / "references").exists():
+        print(f"image_files.py: note: {args.context} holds grader/references: the student target refuses such a "
+              "context; it is built from the students' copy (python -m grader release DIR, then --context DIR)",
+              file=sys.stderr)
     try:
-        files = image_files(args.target)
+        files = image_files(args.target, context=args.context)
     except (KeyError, ValueError) as exc:
         print(f"image_files.py: {str(exc).strip(chr(34) + chr(39))}", file=sys.stderr)
         return 2
