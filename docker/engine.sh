@@ -107,10 +107,10 @@ stop() {
     fi
     rm -f "$STATE/dockerd.pid"
     # What dockerd leaves behind, undone in the order it made it.
+    local policy=""
     if command -v iptables >/dev/null; then
         undo_table filter
         undo_table nat
-        local policy
         policy="$(cat "$STATE/forward_policy" 2>/dev/null || true)"
         iptables -P FORWARD "${policy:-ACCEPT}"
     fi
@@ -119,7 +119,9 @@ stop() {
     done
     if mountpoint -q /run/docker/netns/default 2>/dev/null; then umount /run/docker/netns/default; fi
     sysctl -q -w "net.ipv4.ip_forward=$(cat "$STATE/ip_forward")"
-    say "stopped dockerd (pid $pid); ip_forward $(sysctl -n net.ipv4.ip_forward), FORWARD policy $(forward_policy), no DOCKER chains, no docker0"
+    local chains
+    chains="$( (iptables -S; iptables -t nat -S) 2>/dev/null | grep -c -- '^-N DOCKER' || true)"
+    say "stopped dockerd (pid $pid); ip_forward $(sysctl -n net.ipv4.ip_forward) (was $(cat "$STATE/ip_forward")), FORWARD policy $(forward_policy) (was ${policy:-ACCEPT}), DOCKER chains left: $chains, docker0 $(ip link show docker0 >/dev/null 2>&1 && echo left || echo gone)"
 }
 
 status() {

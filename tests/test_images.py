@@ -24,6 +24,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -328,6 +329,38 @@ def test_check_lab1_in_the_container(notebook, tmp_path):
 
 LAB_OPEN_TIMEOUT = 180
 """Seconds for the page to load, the kernel to start and JupyterLab to settle (about 10 s when idle)."""
+THEME_FAILED = "Stylesheet failed to load"
+"""JupyterLab's dialog when its theme's CSS does not arrive. Seen once, with this 2-core machine at a load
+of 9 (other sessions' tests beside the grader image's): the page is then opened once more, as a student
+would reload it, and the first screenshot is kept. Any other dialog fails the test."""
+LAB_STATE = """
+    const app = window.jupyterapp, widget = app && app.shell.currentWidget;
+    const session = widget && widget.sessionContext && widget.sessionContext.session;
+    const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
+    const rect = panel ? panel.getBoundingClientRect() : null;
+    return {kernel: session && session.kernel ? session.kernel.status : null,
+            path: widget && widget.context ? widget.context.path : null,
+            dirty: widget && widget.context ? widget.context.model.dirty : null,
+            title: (document.querySelector('.jp-NotebookPanel .jp-RenderedMarkdown h1') || {}).textContent || null,
+            toasts: Array.from(document.querySelectorAll('.Toastify__toast'), (t) => t.textContent),
+            dialogs: Array.from(document.querySelectorAll('.jp-Dialog'), (d) => d.textContent),
+            rect: rect ? {x: rect.x, y: rect.y, width: rect.width, height: rect.height} : null};"""
+
+
+def _open_lab(browser, url: str) -> tuple[bool, dict]:
+    """Open ``url`` and wait until the notebook's kernel has been idle for 5 s: (settled, JupyterLab's state)."""
+    browser.open(url)
+    deadline, state, idle_since = time.monotonic() + LAB_OPEN_TIMEOUT, {}, None
+    while time.monotonic() < deadline:
+        state = browser.script(LAB_STATE)
+        if any(THEME_FAILED in dialog for dialog in state["dialogs"]):
+            return False, state
+        if state["kernel"] == "idle" and state["title"]:
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > 5:   # give late notifications and metadata updates time
+                return True, state
+        time.sleep(0.5)
+    return False, state
 
 
 def test_a_student_opens_lab1_in_chromium(student, browser):
@@ -335,33 +368,22 @@ def test_a_student_opens_lab1_in_chromium(student, browser):
     its kernel goes idle, nothing is marked modified and no pop-up or dialog shows. The screenshot is kept as
     ``build/artifacts/student_jupyterlab.png``."""
     name = LABS["lab1"].notebook
-    browser.open(f"{student.base}/lab/tree/labs/{name}?token={student.token}")
-    deadline, state, idle_since = time.monotonic() + LAB_OPEN_TIMEOUT, {}, None
-    while time.monotonic() < deadline:
-        state = browser.script("""
-            const app = window.jupyterapp, widget = app && app.shell.currentWidget;
-            const session = widget && widget.sessionContext && widget.sessionContext.session;
-            const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)');
-            const rect = panel ? panel.getBoundingClientRect() : null;
-            return {kernel: session && session.kernel ? session.kernel.status : null,
-                    path: widget && widget.context ? widget.context.path : null,
-                    dirty: widget && widget.context ? widget.context.model.dirty : null,
-                    title: (document.querySelector('.jp-NotebookPanel .jp-RenderedMarkdown h1') || {}).textContent || null,
-                    toasts: Array.from(document.querySelectorAll('.Toastify__toast'), (t) => t.textContent),
-                    dialogs: Array.from(document.querySelectorAll('.jp-Dialog'), (d) => d.textContent),
-                    rect: rect ? {x: rect.x, y: rect.y, width: rect.width, height: rect.height} : null};""")
-        if state["kernel"] == "idle" and state["title"]:
-            idle_since = idle_since or time.monotonic()
-            if time.monotonic() - idle_since > 5:   # give late notifications and metadata updates time
-                break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"lab 1 did not settle in {LAB_OPEN_TIMEOUT} s: {state}")
+    url = f"{student.base}/lab/tree/labs/{name}?token={student.token}"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     png = ARTIFACTS / "student_jupyterlab.png"
+    settled, state = _open_lab(browser, url)
+    if any(THEME_FAILED in dialog for dialog in state["dialogs"]):
+        (ARTIFACTS / "student_jupyterlab_first_try.png").write_bytes(browser.screenshot())
+        warnings.warn(f"JupyterLab's theme did not load at the first try ({state['dialogs']}); opened it again")
+        settled, state = _open_lab(browser, url)
     png.write_bytes(browser.screenshot())
+    assert settled, f"lab 1 did not settle in {LAB_OPEN_TIMEOUT} s (screenshot: {png}): {state}"
     assert state["path"] == f"labs/{name}" and state["title"].startswith("Lab 1")
-    assert state["dirty"] is False and state["toasts"] == [] and state["dialogs"] == []
+    if state["dirty"] is not False:   # JupyterLab rewrote the kernel metadata the build wrote
+        python = docker("exec", student.name, "python", "--version").stdout.split()[-1]
+        pytest.fail(f"opening lab 1 marked it modified: the image's Python is {python}, the handouts' metadata "
+                    "records 3.11.7 (grader/notebook.py KERNEL_METADATA); see docs/images.md, 'What failed'")
+    assert state["toasts"] == [] and state["dialogs"] == []
     assert state["rect"]["width"] > 600 and state["rect"]["height"] > 400
     assert inked_fraction(png, state["rect"]) > 0.01   # the notebook's text is drawn, not a blank panel
 
