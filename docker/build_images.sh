@@ -75,7 +75,9 @@ BASE="$(docker/base_image.sh)"
 
 # ---------------------------------------------------------------- 3. the host's pip settings
 build_args=(--build-arg "BASE=$BASE")
-mapfile -t pip_settings < <(python3 docker/host_pip.py args --port "$PIP_PORT")
+settings_text="$(python3 docker/host_pip.py args --port "$PIP_PORT")" || die "the host's pip settings cannot be carried (see above)"
+pip_settings=()
+if [ -n "$settings_text" ]; then mapfile -t pip_settings <<< "$settings_text"; fi
 for setting in "${pip_settings[@]}"; do build_args+=(--build-arg "$setting"); done
 for name in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY; do   # Docker's predefined ones
     if [ -n "${!name:-}" ]; then build_args+=(--build-arg "$name=${!name}"); fi

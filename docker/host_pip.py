@@ -22,7 +22,8 @@ What is carried, and how:
   since pip in the official Python images trusts only certifi's bundle.
 * ``trusted-host``, ``default-timeout`` (``timeout``): as they are.
 
-Anything else in the host's settings is named on stderr as not carried.
+Anything else in the host's settings is named on stderr as not carried. Build arguments stay out of the
+images' environment but show in ``docker history``, so a URL holding a user name or password is refused.
 """
 from __future__ import annotations
 
@@ -118,6 +119,12 @@ def build_args(port: int, found: dict[str, str] | None = None) -> tuple[dict[str
         if key in LOCAL_URLS:
             items = []
             for item in value.split():
+                parsed = urlparse(item)
+                if parsed.username or parsed.password:
+                    raise ValueError(f"the host's pip setting {key} holds credentials ({parsed.scheme}://"
+                                     f"{parsed.username}:***@{parsed.hostname}...), which a build argument would "
+                                     "leave in the images' history (docker history); give the build a mirror "
+                                     "without them, or build without the host's pip settings (PIP_CONFIG_FILE=/dev/null)")
                 path = _local_path(item)
                 if path is None:
                     items.append(item)
@@ -172,7 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=int(os.environ.get("COURSE_PIP_PORT", "38417")),
                         help="loopback port that serves the local folders (default: %(default)s)")
     options = parser.parse_args(argv)
-    args, folders, notes = build_args(options.port)
+    try:
+        args, folders, notes = build_args(options.port)
+    except ValueError as exc:
+        print(f"host_pip.py: {exc}", file=sys.stderr)
+        return 1
     if options.what == "args":
         for note in notes:
             print(f"host_pip.py: {note}", file=sys.stderr)

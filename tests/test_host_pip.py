@@ -68,6 +68,15 @@ def test_extra_cas_on_the_host_set_the_images_bundle_even_without_a_cert_setting
     assert host_pip.build_args(1, {})[0] == {"PIP_CERT": "/etc/ssl/certs/ca-certificates.crt"}
 
 
+def test_a_url_with_credentials_is_refused_since_build_arguments_show_in_the_history(no_extra_cas, monkeypatch,
+                                                                                     capsys):
+    monkeypatch.setattr(host_pip, "settings", lambda: {"extra-index-url": "https://ci:s3cret@pypi.example/simple"})
+    assert host_pip.main(["args"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "s3cret" not in err
+    assert "extra-index-url holds credentials (https://ci:***@pypi.example...)" in err
+
+
 def test_the_server_answers_inside_its_folders_only(tmp_path):
     served, other = tmp_path / "mirror", tmp_path / "private"
     (served / "files").mkdir(parents=True)
