@@ -214,7 +214,8 @@ def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
     ci = (REPO / ".ci" / "run").read_text()
     assert "docker/setup.sh" in readme and "docker/setup.sh" in ci
     blocks = _shell_blocks(readme)  # what a reader runs (prose may name optional tools, e.g. dask-jobqueue)
-    for name, text in (("README.md", "\n".join(blocks)), (".ci/run", ci)):
+    images = _shell_blocks((REPO / "docs" / "images.md").read_text())
+    for name, text in (("README.md", "\n".join(blocks)), ("docs/images.md", "\n".join(images)), (".ci/run", ci)):
         commands = [line.split("#")[0] for line in text.splitlines()]
         assert not any("pip install" in c for c in commands), f"{name} installs packages outside docker/setup.sh"
     assert len(blocks) > 10  # the README's command blocks were found
@@ -252,6 +253,8 @@ def test_student_image_exposes_the_ports_the_readme_publishes():
     assert published == _student_ports()
     compose = (DOCKER / "compose.yaml").read_text()
     assert {int(p) for p in re.findall(r'"127\.0\.0\.1:(\d+):\1"', compose)} == _student_ports()
+    images = (REPO / "docs" / "images.md").read_text()
+    assert {int(p) for p in re.findall(r"-p 127\.0\.0\.1:(\d+):\1", images)} == _student_ports()
     env = " ".join(i.args for i in STAGES["student"].all("ENV"))
     assert "NETRON_HOST=0.0.0.0" in env and "NETRON_PORT=8081" in env
 
@@ -289,8 +292,9 @@ def test_student_image_user_takes_the_hosts_ids_from_build_arguments():
     assert "--build-arg UID=$(id -u) --build-arg GID=$(id -g)" in readme and "COURSE_UID" in readme
 
 
-def test_ci_installs_what_the_browser_and_sandbox_tests_need():
-    ci = (REPO / ".ci" / "run").read_text()
+def test_ci_installs_what_the_browser_sandbox_and_image_tests_need():
+    ci = (REPO / ".ci" / "run").read_text().replace("\\\n", " ")
     apt = " ".join(line for line in ci.splitlines() if "apt-get" in line and "install" in line)
-    for package in ("chromium", "chromium-driver", "bubblewrap", "g++", "cmake"):
+    for package in ("chromium", "chromium-driver", "bubblewrap", "g++", "cmake", "docker.io", "docker-compose",
+                    "debootstrap"):
         assert package in shlex.split(apt), package
