@@ -12,7 +12,8 @@
 # (ip_forward, the iptables FORWARD policy, the network links) and the pid of the dockerd it
 # started. dockerd leaves behind, when it stops: ip_forward set to 1, FORWARD's policy set to
 # DROP, its DOCKER* chains and rules (filter and nat), the docker0 bridge (and br-* ones for
-# Compose networks), a mount at /run/docker/netns/default and the folder /run/docker. `stop` puts
+# Compose networks), a mount at /run/docker/netns/default and the folders /run/docker and
+# /run/containerd (its containerd's shim sockets). `stop` puts
 # each back as recorded. Docker's data (/var/lib/docker: the images) stays.
 # An engine that was already running (a systemd service, someone else's dockerd) is left alone.
 # Packages it installed stay installed (apt-get purge docker.io containerd runc tini removes them).
@@ -58,7 +59,9 @@ start() {
     sysctl -n net.ipv4.ip_forward > "$STATE/ip_forward"
     forward_policy > "$STATE/forward_policy"
     links > "$STATE/links"
-    if [ -d /run/docker ]; then : > "$STATE/run_dir_existed"; else rm -f "$STATE/run_dir_existed"; fi
+    for dir in docker containerd; do
+        if [ -d "/run/$dir" ]; then : > "$STATE/run_${dir}_existed"; else rm -f "$STATE/run_${dir}_existed"; fi
+    done
     setsid nohup dockerd > "$STATE/dockerd.log" 2>&1 < /dev/null &
     echo $! > "$STATE/dockerd.pid"
     local waited=0
@@ -119,10 +122,13 @@ stop() {
         ip link delete "$link" 2>/dev/null || true
     done
     if mountpoint -q /run/docker/netns/default 2>/dev/null; then umount /run/docker/netns/default; fi
-    # its runtime folder (sockets, pid files), when it made it and nothing is mounted there any more
-    if [ ! -f "$STATE/run_dir_existed" ] && [ -d /run/docker ] && ! grep -q ' /run/docker' /proc/mounts; then
-        rm -rf /run/docker
-    fi
+    # its runtime folders (sockets, pid files; /run/containerd/s: its containerd's shims), when it made them
+    # and nothing is mounted there any more
+    for dir in docker containerd; do
+        if [ ! -f "$STATE/run_${dir}_existed" ] && [ -d "/run/$dir" ] && ! grep -q " /run/$dir" /proc/mounts; then
+            rm -rf "/run/${dir:?}"
+        fi
+    done
     sysctl -q -w "net.ipv4.ip_forward=$(cat "$STATE/ip_forward")"
     local chains
     chains="$( (iptables -S; iptables -t nat -S) 2>/dev/null | grep -c -- '^-N DOCKER' || true)"
