@@ -12,8 +12,8 @@
 # (ip_forward, the iptables FORWARD policy, the network links) and the pid of the dockerd it
 # started. dockerd leaves behind, when it stops: ip_forward set to 1, FORWARD's policy set to
 # DROP, its DOCKER* chains and rules (filter and nat), the docker0 bridge (and br-* ones for
-# Compose networks), a mount at /run/docker/netns/default and the folders /run/docker and
-# /run/containerd (its containerd's shim sockets). `stop` puts
+# Compose networks), a mount at /run/docker/netns/default and the folders /run/docker,
+# /run/containerd (its containerd's shim sockets) and /run/runc. `stop` puts
 # each back as recorded. Docker's data (/var/lib/docker: the images) stays.
 # An engine that was already running (a systemd service, someone else's dockerd) is left alone.
 # Packages it installed stay installed (apt-get purge docker.io containerd runc tini removes them).
@@ -59,7 +59,7 @@ start() {
     sysctl -n net.ipv4.ip_forward > "$STATE/ip_forward"
     forward_policy > "$STATE/forward_policy"
     links > "$STATE/links"
-    for dir in docker containerd; do
+    for dir in docker containerd runc; do
         if [ -d "/run/$dir" ]; then : > "$STATE/run_${dir}_existed"; else rm -f "$STATE/run_${dir}_existed"; fi
     done
     setsid nohup dockerd > "$STATE/dockerd.log" 2>&1 < /dev/null &
@@ -123,8 +123,8 @@ stop() {
     done
     if mountpoint -q /run/docker/netns/default 2>/dev/null; then umount /run/docker/netns/default; fi
     # its runtime folders (sockets, pid files; /run/containerd/s: its containerd's shims), when it made them
-    # and nothing is mounted there any more
-    for dir in docker containerd; do
+    # (and /run/runc, runc's default state folder), and nothing is mounted there any more
+    for dir in docker containerd runc; do
         if [ ! -f "$STATE/run_${dir}_existed" ] && [ -d "/run/$dir" ] && ! grep -q " /run/$dir" /proc/mounts; then
             rm -rf "/run/${dir:?}"
         fi
