@@ -1,15 +1,18 @@
-"""Which repository files a target of docker/Dockerfile copies into its image, computed without Docker.
+"""Which files of a build context a target of docker/Dockerfile copies into its image, computed without Docker.
 
-There is no Docker engine on the course machines, so the image cannot be built there. This reads
-the Dockerfile's stages and ``COPY`` lines, applies ``.dockerignore`` and lists every file that
-lands in the image, with where it comes from. ``tests/test_docker.py`` uses it to prove that the
-student image holds no solution and no reference file; instructors can audit an image with::
+This reads the Dockerfile's stages and ``COPY`` lines, applies ``.dockerignore`` and lists every
+file that lands in the image, with where it comes from, in a second (``tests/test_docker.py``; the
+images themselves are built and checked by ``tests/test_images.py``, where Docker runs). The student
+image is built from the students' copy (``python -m grader release DIR``), which
+``grader/author/release.py`` derives from this list; audit it with::
 
-    python docker/image_files.py student        # one line per file: image path <- repository path
+    python -m grader release build/student
+    python docker/image_files.py student --context build/student   # image path <- path in the copy
 
 Supported: ``FROM <image> [AS <name>]`` (stages built on earlier stages inherit their files),
 ``WORKDIR``, and ``COPY [--chown=...] <src>... <dest>`` in shell form, where a source is a file, a
-folder (its contents are copied) or a glob. ``.dockerignore`` lines are globs matched against the
+folder (its contents are copied) or a glob; ``ARG NAME=default`` lines before the first ``FROM``
+fill ``${NAME}`` in ``FROM`` lines. What a ``RUN`` writes (the virtual environment) is not listed. ``.dockerignore`` lines are globs matched against the
 path and each of its parent folders (``**/`` matches any depth), with ``!`` exceptions, as Docker
 does. ``ADD`` and ``COPY --from`` are refused rather than guessed.
 """
@@ -73,18 +76,30 @@ def instructions(text: str) -> list[Instruction]:
     return out
 
 
+def _substitute(text: str, values: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by their values (a name without one is left as it is)."""
+    return re.sub(r"\$(?:\{(\w+)\}|(\w+))",
+                  lambda m: values.get(m.group(1) or m.group(2), m.group(0)), text)
+
+
 def stages(path: Path = DOCKERFILE) -> list[Stage]:
-    """The stages of a Dockerfile, in order."""
+    """The stages of a Dockerfile, in order; a ``FROM`` names its base with the defaults of the ``ARG``
+    lines before the first ``FROM`` (``ARG BASE=python:...`` then ``FROM ${BASE}``), as Docker does
+    when no ``--build-arg`` is given."""
     out: list[Stage] = []
+    defaults: dict[str, str] = {}
     for ins in instructions(path.read_text(encoding="utf-8")):
         if ins.keyword == "FROM":
             words = ins.args.split()
             words = [w for w in words if not w.startswith("--")]
             name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else None
-            out.append(Stage(words[0], name))
+            out.append(Stage(_substitute(words[0], defaults), name))
         elif not out:
             if ins.keyword != "ARG":
                 raise ValueError(f"{path}:{ins.line}: {ins.keyword} before the first FROM")
+            name, _, value = ins.args.partition("=")
+            if value:
+                defaults[name.strip()] = value.strip().strip('"')
         else:
             out[-1].instructions.append(ins)
     return out
@@ -219,9 +234,16 @@ def main(argv: list[str] | None = None) -> int:
                     "'image path  <-  repository path'.")
     parser.add_argument("target", nargs="?", default="student",
                         help="the Dockerfile stage to list (student or grader; default: %(default)s)")
+    parser.add_argument("--context", type=Path, default=REPO,
+                        help="the build context (default: this repository; the student image's is the students' "
+                             "copy, python -m grader release DIR)")
     args = parser.parse_args(argv)
+    if args.target == "student" and (args.context / "grader" / "references").exists():
+        print(f"image_files.py: note: {args.context} holds grader/references: the student target refuses such a "
+              "context; it is built from the students' copy (python -m grader release DIR, then --context DIR)",
+              file=sys.stderr)
     try:
-        files = image_files(args.target)
+        files = image_files(args.target, context=args.context)
     except (KeyError, ValueError) as exc:
         print(f"image_files.py: {str(exc).strip(chr(34) + chr(39))}", file=sys.stderr)
         return 2

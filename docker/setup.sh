@@ -2,14 +2,20 @@
 # The course's one set-up path: the README's quickstart, CI (.ci/run) and both Docker images
 # (docker/Dockerfile) all run this script, so they install exactly the same thing.
 #
-#   docker/setup.sh [VENV]     # default VENV: .venv in the repository root
+#   docker/setup.sh [VENV]                        # default VENV: .venv in the repository root
+#   docker/setup.sh --requirements-only [VENV]    # the first half: the pinned packages only
 #
-# Creates a virtual environment with the Python found as `python3` (3.11), then installs the
-# pinned requirements and this repository (editable, so `util` and `grader` import from here).
-# Nothing is downloaded at run time afterwards: models are built from code with weights=None.
+# Creates a virtual environment with the Python found as `python3` (3.11), unless VENV already
+# is one, then installs the pinned requirements and this repository (editable, so `util` and
+# `grader` import from here). The images run the first half once, in a stage both are built on
+# (it needs only requirements.txt), and the whole script in each image, where the packages are
+# already there. Nothing is downloaded at run time afterwards: models are built from code with
+# weights=None.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+ONLY_REQUIREMENTS=""
+if [ "${1:-}" = "--requirements-only" ]; then ONLY_REQUIREMENTS=1; shift; fi
 VENV="${1:-.venv}"
 version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ "$version" != "3.11" ]; then
@@ -17,6 +23,12 @@ if [ "$version" != "3.11" ]; then
     exit 1
 fi
 
-python3 -m venv "$VENV"
+if [ ! -x "$VENV/bin/python" ]; then
+    python3 -m venv "$VENV"
+fi
+if [ -n "$ONLY_REQUIREMENTS" ]; then
+    "$VENV/bin/python" -m pip install --progress-bar off -r requirements.txt
+    exit 0
+fi
 "$VENV/bin/python" -m pip install --progress-bar off -r requirements.txt -e .
 "$VENV/bin/python" -c "import torch, torchvision, onnxruntime, util, grader; print('set up:', 'torch', torch.__version__, '| CUDA available:', torch.cuda.is_available())"

@@ -1,8 +1,9 @@
-"""The Docker images, checked without a Docker engine (there is none on the course machines).
+"""The Docker images, checked without a Docker engine (``tests/test_images.py`` builds and runs them).
 
 ``docker/image_files.py`` computes, from the Dockerfile's COPY lines and ``.dockerignore``, every
-file each target puts into its image; these tests prove the student image holds no solution and
-no reference, and that the images install exactly what the README and CI install.
+file each target puts into its image; these tests prove the student image, built from the students'
+copy (``python -m grader release``) as docker/build_images.sh builds it, holds no solution and no
+reference, and that the images install exactly what the README and CI install.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import nbformat
 import pytest
 
 from grader.author.markers import ANY
+from util.labs import grader_only_paths
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
@@ -35,8 +37,19 @@ STAGES = {stage.name: stage for stage in image_files.stages()}
 
 
 @pytest.fixture(scope="module")
-def student_files() -> dict[str, str]:
-    return image_files.image_files("student")
+def student_copy(tmp_path_factory) -> Path:
+    """The students' copy, the student image's build context."""
+    from grader.author import release
+
+    dest = tmp_path_factory.mktemp("release") / "course"
+    release.release(dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def student_files(student_copy) -> dict[str, str]:
+    """Image path -> path in the students' copy, for every file the student target copies from it."""
+    return image_files.image_files("student", dockerfile=student_copy / "docker" / "Dockerfile", context=student_copy)
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +104,12 @@ def test_student_image_holds_no_solution_reference_or_example(student_files):
     assert json_files == ["docker/jupyter/overrides.json"], "no JSON file (references, answers) belongs there"
 
 
-def test_no_student_file_contains_solution_code(student_files):
+def test_no_student_file_contains_solution_code(student_files, student_copy):
     """No file holds half or more of any solution region's lines (one generic line may recur in util/)."""
     regions = _solution_regions()
     assert len(regions) >= 20  # the solutions (notebooks and lab 4's C++) really have code to leak
     for source in sorted(set(student_files.values())):
-        text = (REPO / source).read_text(encoding="utf-8", errors="replace")
+        text = (student_copy / source).read_text(encoding="utf-8", errors="replace")
         if source.startswith("labs/"):
             assert not ANY.search(text), f"{source} carries a solution marker"
         for region in regions:
@@ -108,12 +121,14 @@ def test_student_image_has_the_labs_and_what_they_import(student_files):
     sources = set(student_files.values())
     labs = {p.relative_to(REPO).as_posix() for p in (REPO / "labs").glob("*.ipynb")}
     assert labs and labs <= sources
-    util = {p.relative_to(REPO).as_posix() for p in (REPO / "util").rglob("*.py")
-            if "__pycache__" not in p.parts and p.name != "mistakes.py"}  # the mistakes quote the solutions
-    assert util <= sources
+    secret = [p.relative_to(REPO).as_posix() for p in grader_only_paths()]  # mistakes, judges
+    util = {p.relative_to(REPO).as_posix() for p in (REPO / "util").rglob("*.py") if "__pycache__" not in p.parts}
+    util = {f for f in util if not f.startswith(tuple(secret))}
+    assert len(util) > 20 and util <= sources
+    assert not [s for s in sources if s.startswith(tuple(secret))]
     grader = {p.relative_to(REPO).as_posix() for p in (REPO / "grader").rglob("*.py")
               if "__pycache__" not in p.parts and p.parts[len(REPO.parts) + 1] != "examples"}
-    assert grader <= sources  # python -m grader check imports across the grader's subpackages
+    assert grader <= sources  # python -m grader check imports across the grader's subpackages (one COPY)
     for needed in ("requirements.txt", "pyproject.toml", "README.md", "docker/setup.sh", "grader/selfcheck.py",
                    "grader/cli.py", "grader/__main__.py"):
         assert needed in sources
@@ -153,8 +168,11 @@ def test_copy_globs_stay_in_one_folder_as_docker_does():
 # ---------------------------------------------------------------- how the images are made
 
 def test_base_image_is_pinned_to_an_exact_tag():
+    """The base is a build argument (docker/base_image.sh gives a stand-in where no registry answers) whose
+    default is the exact official tag."""
     bases = [s.base for s in STAGES.values() if s.base not in STAGES]
     assert bases == ["python:3.11.7-slim-bookworm"]
+    assert "FROM ${BASE} AS base" in (DOCKER / "Dockerfile").read_text()
     for base in bases:
         assert re.fullmatch(r"[\w./-]+:\d+\.\d+\.\d+[\w.-]*(@sha256:[0-9a-f]{64})?", base), base
 
@@ -176,17 +194,28 @@ def _shell_blocks(markdown: str) -> list[str]:
 
 
 def test_both_images_install_with_the_one_setup_script_the_readme_and_ci_use():
+    """The pinned packages are installed once, in the stage both images are built on; each image then runs
+    the whole script (the packages are there: it installs the course itself)."""
+    assert [s.name for s in _chain("student")][:2] == [s.name for s in _chain("grader")][:2] == ["base", "deps"]
+    [deps_run] = [i.args for i in STAGES["deps"].all("RUN")]
+    assert deps_run == "docker/setup.sh --requirements-only /course/.venv"
+    assert {i.args for i in STAGES["deps"].all("COPY")} == {"requirements.txt ./", "docker/setup.sh docker/"}
     for target in ("student", "grader"):
+        runs = [i.args for i in STAGES[target].all("RUN")]
+        assert [r for r in runs if "setup.sh" in r] == ["docker/setup.sh /course/.venv"], target
         runs = [i.args for stage in _chain(target) for i in stage.all("RUN")]
-        assert sum("docker/setup.sh" in r for r in runs) == 1, target
         assert not any("pip install" in r for r in runs), "install Python packages only through docker/setup.sh"
     setup = (DOCKER / "setup.sh").read_text()
     assert re.search(r"pip install [^\n]*-r requirements\.txt -e \.", setup)
+    # --requirements-only: the same install without the course itself (-e .), then stop
+    assert re.search(r'ONLY_REQUIREMENTS" \]; then\n\s+"\$VENV/bin/python" -m pip install --progress-bar off '
+                     r'-r requirements\.txt\n\s+exit 0\n', setup)
     readme = "\n".join(path.read_text() for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))])
     ci = (REPO / ".ci" / "run").read_text()
     assert "docker/setup.sh" in readme and "docker/setup.sh" in ci
     blocks = _shell_blocks(readme)  # what a reader runs (prose may name optional tools, e.g. dask-jobqueue)
-    for name, text in (("README.md and docs/", "\n".join(blocks)), (".ci/run", ci)):
+    images = _shell_blocks((REPO / "docs" / "images.md").read_text())
+    for name, text in (("README.md and docs/", "\n".join(blocks)), ("docs/images.md", "\n".join(images)), (".ci/run", ci)):
         commands = [line.split("#")[0] for line in text.splitlines()]
         assert not any("pip install" in c for c in commands), f"{name} installs packages outside docker/setup.sh"
     assert len(blocks) > 10  # the README's command blocks were found
@@ -201,14 +230,14 @@ def test_toolchains_lab4_needs_and_the_grader_sandbox():
     assert "bubblewrap" not in apt("student").split()
 
 
-def test_images_run_as_a_user_other_than_root():
+def test_images_run_as_a_user_other_than_root_who_cannot_change_the_packages():
+    """The last USER is not root, and every RUN comes before it: the virtual environment belongs to root, so
+    neither a student nor a graded notebook (run as the grader's user) can change what is installed."""
     for target in ("student", "grader"):
         users = [i.args for stage in _chain(target) for i in stage.all("USER")]
         assert users and users[-1] not in ("root", "0"), target
-        runs_after = [i for i in _chain(target)[-1].instructions
-                      if i.keyword == "RUN" and "setup.sh" in i.args]
-        last_user = max(i.line for i in _chain(target)[-1].all("USER"))
-        assert all(r.line > last_user for r in runs_after), "install as the image's user, so it owns the venv"
+        [last_user] = STAGES[target].all("USER")
+        assert all(r.line < last_user.line for r in STAGES[target].all("RUN")), target
 
 
 def _student_ports() -> set[int]:
@@ -224,6 +253,8 @@ def test_student_image_exposes_the_ports_the_readme_publishes():
     assert published == _student_ports()
     compose = (DOCKER / "compose.yaml").read_text()
     assert {int(p) for p in re.findall(r'"127\.0\.0\.1:(\d+):\1"', compose)} == _student_ports()
+    images = (REPO / "docs" / "images.md").read_text()
+    assert {int(p) for p in re.findall(r"-p 127\.0\.0\.1:(\d+):\1", images)} == _student_ports()
     env = " ".join(i.args for i in STAGES["student"].all("ENV"))
     assert "NETRON_HOST=0.0.0.0" in env and "NETRON_PORT=8081" in env
 
@@ -247,11 +278,13 @@ def test_student_image_turns_off_jupyter_news_with_settings_it_holds(student_fil
 def test_student_image_user_takes_the_hosts_ids_from_build_arguments():
     """A bind-mounted labs/ belongs to the host's user: the image's user gets its uid and gid (build args),
     so the container may write there and what it writes stays the student's."""
-    args = {i.args.split("=")[0]: i.args.split("=")[1] for i in STAGES["student"].all("ARG")}
+    args = dict(i.args.split("=") for i in STAGES["student"].all("ARG") if "=" in i.args)
     assert args == {"UID": "1000", "GID": "1000"}
     [useradd] = [i.args for i in STAGES["student"].all("RUN") if "useradd" in i.args]
     assert '--uid "$UID"' in useradd and '--gid "$GID"' in useradd and '--gid "$GID" student' in useradd
     assert "--non-unique" in useradd  # a host gid the base image already uses (macOS: 20) still works
+    # root's ids (a build as root with $(id -u)) would make a second root account JupyterLab refuses to run as
+    assert useradd.startswith('if [ "$UID" = 0 ] || [ "$GID" = 0 ]; then') and "exit 1" in useradd.split("fi")[0]
     compose = (DOCKER / "compose.yaml").read_text()
     assert "UID: ${COURSE_UID:-1000}" in compose and "GID: ${COURSE_GID:-1000}" in compose
     from grader.author.handouts import release_readme
@@ -259,8 +292,9 @@ def test_student_image_user_takes_the_hosts_ids_from_build_arguments():
     assert "--build-arg UID=$(id -u) --build-arg GID=$(id -g)" in readme and "COURSE_UID" in readme
 
 
-def test_ci_installs_what_the_browser_and_sandbox_tests_need():
-    ci = (REPO / ".ci" / "run").read_text()
+def test_ci_installs_what_the_browser_sandbox_and_image_tests_need():
+    ci = (REPO / ".ci" / "run").read_text().replace("\\\n", " ")
     apt = " ".join(line for line in ci.splitlines() if "apt-get" in line and "install" in line)
-    for package in ("chromium", "chromium-driver", "bubblewrap", "g++", "cmake"):
+    for package in ("chromium", "chromium-driver", "bubblewrap", "g++", "cmake", "docker.io", "docker-compose",
+                    "debootstrap"):
         assert package in shlex.split(apt), package

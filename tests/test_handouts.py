@@ -209,7 +209,7 @@ def test_the_labs_readme_is_built_from_its_template_and_lists_every_lab():
 def test_opening_a_lab_does_not_change_its_kernel_metadata():
     """The student copies carry what JupyterLab writes when the image's kernel starts (Python 3.11.7)."""
     dockerfile = (REPO / "docker" / "Dockerfile").read_text(encoding="utf-8")
-    python = re.search(r"^FROM python:(\d+\.\d+\.\d+)", dockerfile, re.M).group(1)
+    python = re.search(r"^ARG BASE=python:(\d+\.\d+\.\d+)", dockerfile, re.M).group(1)   # FROM ${BASE}
     assert notebook.KERNEL_METADATA["language_info"]["version"] == python
     for path in _lab_notebooks():
         meta = nbformat.read(str(path), as_version=4).metadata

@@ -62,9 +62,14 @@ def test_every_grader_command_in_the_readme_parses(line):
     cli.parser().parse_args(argv)  # argparse exits (SystemExit) on an unknown subcommand or flag
 
 
-def test_the_grader_image_command_parses():
-    [line] = [text for text in _code_lines(DOCS) if text.startswith("docker run") and "ml-cost-course:grader" in text]
+def test_the_grader_image_command_parses_and_has_the_sandbox_options():
+    """docs/images.md (where the README points for the images) runs the grader image with a real subcommand
+    and the two security options measured to let bubblewrap run in it."""
+    images = (REPO / "docs" / "images.md").read_text(encoding="utf-8")
+    assert "docs/images.md" in README
+    [line] = [text for text in _code_lines(images) if text.startswith("docker run") and "ml-cost-course:grader" in text]
     cli.parser().parse_args(shlex.split(line.split("ml-cost-course:grader", 1)[1]))
+    assert "--security-opt seccomp=unconfined --security-opt systempaths=unconfined" in line
 
 
 def test_ci_runs_the_readme_quickstart():
@@ -75,7 +80,9 @@ def test_ci_runs_the_readme_quickstart():
     ci = _code_lines("```\n" + (REPO / ".ci" / "run").read_text() + "\n```")
     assert "docker/setup.sh .venv" in ci and ". .venv/bin/activate" in ci
     assert "python -m grader grade grader/examples -j 2 --out build/gradebook --no-progress" in ci
-    assert ci[-1] == "python -m pytest"
+    # the README's test command, then the images' tests as their own step (pyproject's addopts leaves them out)
+    assert ci[-1] == "COURSE_IMAGES_REQUIRED=1 python -m pytest -m images"
+    assert "python -m pytest" in ci and ci.index("python -m pytest") < len(ci) - 1
 
 
 @pytest.mark.parametrize("lab_name", list(LABS))

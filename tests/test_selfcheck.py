@@ -5,7 +5,6 @@ work where no reference file exists (the student image), never revealing a hidde
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -177,15 +176,10 @@ def test_lab3_function_checks_catch_ignored_attributes_bounds_and_a_blind_compar
 # ---------------------------------------------------------------- whole notebooks
 
 def _student_image_copy(root: Path) -> Path:
-    """The files of the student image (docker/image_files.py), copied under ``root``."""
-    spec = importlib.util.spec_from_file_location("image_files", REPO / "docker" / "image_files.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    for image_path, source in module.image_files("student").items():
-        target = root / Path(image_path).relative_to("/course")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / source, target)
+    """The student image's files under ``root`` (an empty folder): the students' copy it is built from."""
+    from grader.author import release
+
+    release.release(root)
     return root
 
 

@@ -29,6 +29,10 @@ IMAGE_ROOT = PurePosixPath("/course")
 """Where the student image puts the course (the Dockerfile's WORKDIR)."""
 FOR_THE_IMAGE = ("docker/Dockerfile", "docker/compose.yaml", ".dockerignore")
 """Files the image does not hold but building it from the copy needs."""
+NEVER = ("solutions/", "grader/references/", "grader/examples/", "tests/", "benchmarks/")
+"""Repository folders the copy never takes, whatever the student target's ``COPY`` lines would take from
+here: it copies the grader's code as one folder, whose references and example submissions stay here (the
+Dockerfile's student stage refuses a build context that holds them)."""
 
 
 def _image_files():
@@ -50,13 +54,14 @@ def _grader_only(source: str) -> bool:
 
 
 def student_files() -> dict[str, str]:
-    """Path in the copy -> path in this repository, for every file the copy takes from here.
+    """Path in the copy -> path in this repository, for every file the copy takes from here: the student
+    target's files less the labs' grader-only files and the folders in :data:`NEVER`.
 
     ``README.md`` is absent: the copy gets the students' README (:func:`handouts.release_readme`).
     """
     files = {}
     for image_path, source in _image_files().image_files("student").items():
-        if not _grader_only(source):
+        if not _grader_only(source) and not source.startswith(NEVER):
             files[PurePosixPath(image_path).relative_to(IMAGE_ROOT).as_posix()] = source
     files.update({name: name for name in FOR_THE_IMAGE})
     files.pop("README.md", None)
