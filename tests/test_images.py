@@ -374,7 +374,8 @@ def test_a_student_opens_lab1_in_chromium(student, browser):
     settled, state = _open_lab(browser, url)
     if any(THEME_FAILED in dialog for dialog in state["dialogs"]):
         (ARTIFACTS / "student_jupyterlab_first_try.png").write_bytes(browser.screenshot())
-        warnings.warn(f"JupyterLab's theme did not load at the first try ({state['dialogs']}); opened it again")
+        warnings.warn(f"JupyterLab's theme did not load at the first try ({state['dialogs']}); opened it again",
+                      stacklevel=2)
         settled, state = _open_lab(browser, url)
     png.write_bytes(browser.screenshot())
     assert settled, f"lab 1 did not settle in {LAB_OPEN_TIMEOUT} s (screenshot: {png}): {state}"
@@ -454,7 +455,8 @@ def test_the_grader_image_grades_the_example_class_in_its_sandbox_as_outside(tmp
     inside.mkdir()
     os.chown(inside, *_image_ids(GRADER))
     done = docker("run", "--rm", *SANDBOX_OPTIONS, "-v", f"{inside}:/out", GRADER,
-                  "grade", "grader/examples", "--out", "/out/gradebook", "--no-progress", timeout=3000, check=False)
+                  "grade", "grader/examples", "-j", "2", "--out", "/out/gradebook", "--no-progress", timeout=3000,
+                  check=False)
     assert "sandbox: bubblewrap" in done.stderr and "WITHOUT a sandbox" not in done.stderr, done.stderr[-3000:]
     assert "isolation: bubblewrap" in done.stderr and "user namespace" in done.stderr
     inside_books = _gradebooks(inside / "gradebook")
@@ -463,7 +465,7 @@ def test_the_grader_image_grades_the_example_class_in_its_sandbox_as_outside(tmp
     outside = REPO / "build" / "gradebook"
     if not (outside / "gradebook.csv").is_file():
         outside = tmp_path / "outside"
-        graded = subprocess.run([sys.executable, "-m", "grader", "grade", "grader/examples", "--out", str(outside),
+        graded = subprocess.run([sys.executable, "-m", "grader", "grade", "grader/examples", "-j", "2", "--out", str(outside),
                                  "--no-progress"], cwd=REPO, capture_output=True, text=True, timeout=3000)
         assert (outside / "gradebook.csv").is_file(), graded.stderr[-3000:]
     outside_books = _gradebooks(outside)
