@@ -159,6 +159,8 @@ def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     first, second = sorted(client.scheduler_info(n_workers=-1)["workers"])
     before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     client.run(lambda: os.environ.__setitem__(REFERENCE_ENV, str(stale)), workers=[first])
+    # what Dask's nanny sets for its workers (an earlier grading on a worker of this module's cluster undid it)
+    client.run(lambda: os.environ.__setitem__("MALLOC_TRIM_THRESHOLD_", "65536"))
     root = _class(tmp_path / "class")
 
     code, printed = _grade([root], tmp_path / "out", capsys, cluster=address)
@@ -205,4 +207,6 @@ def test_the_projection_takes_submissions_as_free_workers_do():
     assert project.makespan([30, 10, 10, 10], 2, 5) == 35  # one long notebook, three short ones beside it
     assert project.makespan([10] * 3, 8, 1) == 11           # more workers than notebooks
     costs = project.course_map_costs()
-    assert list(costs) == [f"lab{n}" for n in range(1, 9)] and costs["lab1"] == 10.0 and costs["lab3"] == 30.0
+    from util.labs import PACKAGES
+    course = [name for name, package in PACKAGES.items() if package.startswith("util.labs.")]  # not a test's lab
+    assert list(costs) == course and len(course) >= 12 and costs["lab1"] == 10.0 and costs["lab3"] == 30.0  # every lab of the map

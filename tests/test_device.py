@@ -80,7 +80,10 @@ def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_pa
     site = Path(tempfile.mkdtemp(prefix="site-"))
     site.chmod(0o755)
     (site / "sitecustomize.py").write_text(
-        "import torch\ntorch.cuda.is_available = lambda: True  # simulated GPU (tests/test_device.py)\n")
+        "import torch\ntorch.cuda.is_available = lambda: True  # simulated GPU (tests/test_device.py)\n"
+        "# an optimizer's step asks the accelerator whether it is capturing a CUDA graph, which needs a real\n"
+        "# driver: with no GPU behind the simulation, that torch-internal question is answered no\n"
+        "torch.optim.Optimizer._accelerator_graph_capture_health_check = lambda self: None\n")
     monkeypatch.setenv("PYTHONPATH", str(site))
     request.addfinalizer(lambda: shutil.rmtree(site, ignore_errors=True))
     lab = get_lab(lab_name)

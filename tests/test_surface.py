@@ -123,11 +123,12 @@ def _git(*args: str) -> str:
 
 
 def _history() -> list[tuple[str, str, set[str]]]:
-    """(commit, lab, names) for every version of every handout file in this branch's history."""
+    """(commit, lab, names) for every version of every handout file on this branch's mainline (its first parents:
+    what was released; the intermediate commits of a branch merged into it never reached students)."""
     try:
         if _git("rev-parse", "--is-shallow-repository").strip() == "true":
             pytest.skip("a shallow clone holds no earlier handouts")
-        commits = _git("log", "--format=%H", "HEAD", "--", "labs/").split()
+        commits = _git("log", "--first-parent", "--format=%H", "HEAD", "--", "labs/").split()  # the mainline: what was released
     except (OSError, subprocess.CalledProcessError):
         pytest.skip("not a git checkout: no earlier handouts to read")
     found = []

@@ -27,14 +27,13 @@ pytestmark = [pytest.mark.notebook,
 LAB = get_lab("lab4")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def private_cache(tmp_path_factory):
+@pytest.fixture
+def private_cache(tmp_path, monkeypatch):
     """These tests export models in this process and read them seconds later from C++: in a cache of
     their own, since a grading run beside them deletes every export of the shared cache it did not
-    record itself (grader/execute/caches.py), and did so between the two steps."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(export_cache.KINDS["torchscript"], str(tmp_path_factory.mktemp("torchscript")))
-        yield
+    record itself (grader/execute/caches.py), and did so between the two steps. (Not for a test that
+    grades: its kernel runs as another user, who may not read this folder.)"""
+    monkeypatch.setenv(export_cache.KINDS["torchscript"], str(tmp_path / "torchscript"))
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +63,7 @@ def python_figures(name: str, shape: tuple[int, ...]) -> dict:
             "macs": counter.get_total_flops() // 2}
 
 
-def test_googlenet_figures_equal_lab_1(analyzer):
+def test_googlenet_figures_equal_lab_1(analyzer, private_cache):
     shape = (1, 3, 224, 224)
     path = export("googlenet", shape)
     assert analyzer(path, shape, "weights") == {"tensors": 173, "parameters": 6_624_904, "bytes": 26_499_616}
@@ -79,7 +78,7 @@ def test_googlenet_figures_equal_lab_1(analyzer):
 
 @pytest.mark.parametrize("name, shape", [("resnet18", (1, 3, 128, 128)), ("mobilenet_v2", (1, 3, 160, 160)),
                                          ("tiny_addmm", (2, 4, 16, 16))])
-def test_hidden_models_agree_with_python(analyzer, name, shape):
+def test_hidden_models_agree_with_python(analyzer, private_cache, name, shape):
     expected, path = python_figures(name, shape), export(name, shape)
     assert analyzer(path, shape, "weights")["bytes"] == expected["bytes"]
     activations = analyzer(path, shape, "activations")

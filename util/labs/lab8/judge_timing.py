@@ -209,6 +209,7 @@ class StudentKernel:
         except ChannelError as exc:
             raise KernelFailure(f"the grader could not start a process for mm_fast ({exc})") from None
         try:
+            self.before = set(self.process.stats()["libraries"])  # what the harness maps before the library
             self.process.send({"load": "mm_fast"}, data=library, fds=(arena.fd,))
         except ChannelError:
             raise KernelFailure(f"mm_fast {self._death()} while loading the library") from None
@@ -323,7 +324,8 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
                 fast_wall += spent["fast"]
             after = fast.stats()
             used = after["cpu_seconds"] - cpu_before
-            loaded = sorted(name for name in after["libraries"] if any(word in name.lower() for word in FORBIDDEN))
+            loaded = sorted(name for name in set(after["libraries"]) - fast.before  # what the library brought in
+                            if any(word in name.lower() for word in FORBIDDEN))
         except KernelFailure as failure:
             return [str(failure)], measured
         finally:
