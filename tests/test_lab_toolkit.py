@@ -117,6 +117,20 @@ def test_disabled_optimizers_are_switched_off_and_the_optimised_graph_is_saved(t
     assert [n.op_type for n in onnx.load(str(kept)).graph.node] == ["Conv", "BatchNormalization"]
 
 
+def test_a_profiled_session_writes_a_trace_under_its_prefix_with_one_event_per_node_run(tmp_path):
+    import json
+
+    profiled = session(make_model(_relu_graph()), profile_prefix=tmp_path / "relu")
+    assert not session(make_model(_relu_graph())).get_session_options().enable_profiling
+    for _ in range(3):
+        profiled.run(None, {"x": np.ones((2, 3), np.float32)})
+    trace = profiled.end_profiling()
+    assert trace.startswith(str(tmp_path / "relu"))
+    events = json.loads(open(trace).read())
+    nodes = [e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    assert len(nodes) == 3 and {e["args"]["op_name"] for e in nodes} == {"Relu"}
+
+
 def test_run_gives_every_output_by_name_in_graph_order_from_a_model_or_its_bytes():
     graph = helper.make_graph([helper.make_node("Neg", ["x"], ["b"]), helper.make_node("Relu", ["x"], ["a"])], "two",
                               [helper.make_tensor_value_info("x", F32, [3])],

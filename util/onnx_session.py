@@ -36,14 +36,16 @@ def _level(level: str):
 
 
 def session(model: Any, level: str = "disable_all", *, disabled: Iterable[str] = (),
-            save_to: str | os.PathLike | None = None):
+            save_to: str | os.PathLike | None = None, profile_prefix: str | os.PathLike | None = None):
     """An ``onnxruntime.InferenceSession`` for ``model`` on the CPU, with one thread and no warnings.
 
     ``model`` is an ``onnx.ModelProto`` or its serialised bytes. ``level`` is the graph optimisation
     level: ``"disable_all"`` (the default: the graph runs as written), ``"basic"``, ``"extended"`` or
     ``"all"``. ``disabled`` names single optimizers to switch off (e.g. ``["ConvBNFusion"]``;
     onnxruntime ignores a name it does not know). ``save_to`` writes the graph onnxruntime built at
-    that level to this ``.onnx`` path.
+    that level to this ``.onnx`` path. ``profile_prefix`` switches onnxruntime's profiler on: the
+    session's ``end_profiling()`` then writes a Chrome trace whose name starts with that prefix and
+    returns its path.
 
     >>> session(model, "extended", disabled=["ConvBNFusion"]).run(None, {"x": x})    # doctest: +SKIP
     """
@@ -55,6 +57,9 @@ def session(model: Any, level: str = "disable_all", *, disabled: Iterable[str] =
     options.log_severity_level = QUIET
     if save_to is not None:
         options.optimized_model_filepath = str(save_to)
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = str(profile_prefix)
     data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
     return ort.InferenceSession(bytes(data), options, providers=["CPUExecutionProvider"],
                                 disabled_optimizers=list(disabled))

@@ -141,11 +141,10 @@ def record_traces(folder: str | os.PathLike, runs: int = 5) -> list[str]:
     from pathlib import Path
 
     import numpy as np
-    import onnxruntime as ort
 
     from util.labs.lab11.traces import TRACES
     from util.onnx_models import export_torchvision
-    from util.onnx_session import QUIET, THREADS
+    from util.onnx_session import session as onnx_session
 
     pin()
     folder = Path(folder)
@@ -157,13 +156,7 @@ def record_traces(folder: str | os.PathLike, runs: int = 5) -> list[str]:
             _profiled(model_name, (1, 3, 64, 64), runs).export_chrome_trace(str(raw))
             written.append(_gzip(raw, folder / TRACES[f"{short}_torch"]))
             model = export_torchvision(model_name, input_shape=(1, 3, 64, 64), fold_batchnorm=True)
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = options.inter_op_num_threads = THREADS
-            options.log_severity_level = QUIET
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-            options.enable_profiling = True
-            options.profile_file_prefix = str(Path(tmp) / short)
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            session = onnx_session(model, "extended", profile_prefix=Path(tmp) / short)
             x = course_input((1, 3, 64, 64)).numpy().astype(np.float32)
             for _ in range(runs + 1):
                 session.run(None, {"input": x})
