@@ -161,3 +161,26 @@ def test_a_test_lab_that_takes_a_course_labs_number_is_refused_naming_both_folde
     assert last.startswith("util.labs.LabClash: two labs take number 1:")
     assert str(extra / taken) in last and str(REPO / "util" / "labs" / "lab1") in last
     assert "test labs are numbered from 900" in last
+
+
+def test_a_labs_sources_are_the_course_modules_it_and_its_solution_import_found_by_reading_them():
+    course = [lab for name, lab in LABS.items() if labs.PACKAGES[name].startswith("util.labs.")]
+    assert len(course) >= 12
+    for lab in course:
+        found = [path.relative_to(REPO).as_posix() for path in labs.imported_sources(lab)]
+        files = [path.relative_to(REPO).as_posix() for path in labs.source_files(lab)]
+        assert "util/seeding.py" in found, lab.name  # `from util import setup`: the seeds make the values
+        assert not set(found) & set(labs.PLUMBING), lab.name
+        assert set(found) <= set(files) and f"util/labs/{lab.name}/tasks.py" in files, lab.name
+        assert f"util/labs/{lab.name}/mistakes.py" not in files, lab.name
+        assert not [s for s in lab.shared_sources if s in found], f"{lab.name} names a module it imports"
+    by_name = {lab.name: [p.relative_to(REPO).as_posix() for p in labs.imported_sources(lab)] for lab in course}
+    assert "util/onnx_session.py" in by_name["lab11"]  # imported only inside a function of its judge_measure.py
+    assert "util/data.py" in by_name["lab9"] and "util/data.py" in by_name["lab12"]
+    assert "util/data.py" not in by_name["lab1"]
+
+
+def test_plumbing_names_modules_that_exist_and_compute_no_lab_value():
+    for path in labs.PLUMBING:
+        assert (REPO / path).is_file(), path
+    assert not {"util/seeding.py", "util/models.py", "util/onnx_models.py", "util/data.py"} & set(labs.PLUMBING)

@@ -187,8 +187,10 @@ class Lab:
     These four are the lab's defaults; the grader's command line may override them, and every runner
     asks the one policy resolved from both (``grader.core.limits.Deadlines``)."""
     shared_sources: tuple[str, ...] = field(default=())
-    """Paths (relative to the repo root) of shared source files or folders whose change makes the
-    references stale, besides the lab's own folder (``util/labs/<name>/``, always included)."""
+    """Paths (relative to the repo root) of other files or folders whose change makes the references
+    stale (a C++ source the solution compiles). The lab's own folder (``util/labs/<name>/``) and the
+    course modules it and its solution import are always included without being named here
+    (:func:`util.labs.source_files`)."""
     packages: tuple[str, ...] = field(default=())
     """Python packages (as ``requirements.txt`` pins them) whose version can change the lab's
     reference values, e.g. ``("torch", "onnxruntime")``: their versions are the references'

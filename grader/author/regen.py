@@ -46,7 +46,7 @@ def source_hash(lab: Lab) -> str:
     nb = notebook.read(SOLUTION_DIR / lab.notebook)
     for cell in nb.cells:
         digest.update(cell.cell_type.encode() + b"\0" + cell.source.encode() + b"\0")
-    for path in labs.source_files(lab):  # the lab's folder and the shared modules it declares
+    for path in labs.source_files(lab):  # its folder, the course modules it imports, what it declares
         name = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
         digest.update(name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
@@ -210,7 +210,9 @@ def check(lab: Lab, *, rerun: bool = True) -> list[str]:
     now = provenance(lab)
     was = committed.get("provenance", {})
     if was.get("source_sha256") != now["source_sha256"]:
-        shared = ", ".join(lab.shared_sources) or "no shared module"
+        root = labs.folder(lab)
+        shared = ", ".join(path.relative_to(REPO).as_posix() for path in labs.source_files(lab)
+                           if not path.is_relative_to(root) and path.is_relative_to(REPO)) or "no shared module"
         reasons.append(f"solutions/{lab.notebook} or the lab's sources ({labs.folder(lab)}/, {shared}) changed "
                        "since the references were made")
     if "release" in was and was["release"] != now["release"]:

@@ -22,8 +22,10 @@ small labs of their own, in worker processes and sandboxed kernels too.
 """
 from __future__ import annotations
 
+import ast
 import fnmatch
 import importlib
+import json
 import os
 import re
 import sys
@@ -154,14 +156,67 @@ def grader_only(path: Path) -> bool:
     return any(fnmatch.fnmatch(part, pattern) for part in path.parts for pattern in GRADER_ONLY)
 
 
+PLUMBING = ("util/__init__.py", "util/answers.py", "util/atomic.py", "util/checks.py", "util/contract.py",
+            "util/display.py", "util/export_cache.py", "util/moved.py", "util/netron_view.py", "util/selfcheck.py",
+            "util/submit.py")
+"""Course modules that store, check, show or move a lab's values and compute none (relative to the
+repo root): a change to one of them leaves every lab's references fresh. Every other ``util`` module a
+lab imports is one of its sources (:func:`source_files`)."""
+
+
+def _imports(source: str) -> set[str]:
+    """Every absolute module name ``source`` imports, at any depth (``from a import b`` gives ``a`` and ``a.b``)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _code_cells(notebook: Path) -> str:
+    """The code cells of ``notebook`` as one Python source (magics and shell lines left out)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
+    lines = [line for cell in cells if cell.get("cell_type") == "code"
+             for line in "".join(cell.get("source", "")).splitlines() if not line.lstrip().startswith(("%", "!"))]
+    return "\n".join(lines)
+
+
+def imported_sources(lab: Lab) -> list[Path]:
+    """The course modules (``util/*.py``, not a lab folder's, not :data:`PLUMBING`) that ``lab``'s folder
+    and its solution import, directly or through other course modules (plumbing included: ``from util
+    import setup`` brings in the seeds): found by reading their imports, so a lab never forgets one."""
+    repo = HERE.parent.parent
+    sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py")) if "__pycache__" not in p.parts]
+    solution = repo / "solutions" / lab.notebook
+    if solution.is_file():
+        sources.append(_code_cells(solution))
+    found: dict[Path, None] = {}
+    while sources:
+        for name in sorted(_imports(sources.pop())):
+            parts = name.split(".")
+            if parts[0] != "util" or parts[1:2] == ["labs"]:
+                continue
+            path = repo.joinpath(*parts)
+            path = path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
+            if path.is_file() and path not in found:
+                found[path] = None
+                sources.append(path.read_text(encoding="utf-8"))
+    return sorted(path for path in found if str(path.relative_to(repo)) not in PLUMBING)
+
+
 def source_files(lab: Lab) -> list[Path]:
-    """Every source file whose change can change ``lab``'s references: its folder and its shared modules.
+    """Every source file whose change can change ``lab``'s references: its folder, the course modules it
+    and its solution import (:func:`imported_sources`) and the other files it declares (``shared_sources``).
 
     The mistakes are left out (they make the example submissions, not the references), and so is the
     surface (it records names, and an old name is the very object at its new place); judges are in."""
     root = folder(lab)
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                    and p.name not in ("mistakes.py", "surface.py"))
+    files += imported_sources(lab)
     repo = HERE.parent.parent
     for module in lab.shared_sources:
         path = repo / module

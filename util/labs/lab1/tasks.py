@@ -65,7 +65,6 @@ LAB = Lab(
     title="PyTorch model analysis",
     notebook="lab1_pytorch_analysis.ipynb",
     packages=("torch", "torchvision", "torchinfo", "ptflops", "numpy"),
-    shared_sources=("util/models.py",),
     releases=RELEASES,
     tasks=(
         Task(

@@ -158,7 +158,6 @@ LAB = Lab(
     title="What a transformer costs",
     notebook="lab10_transformer_costs.ipynb",
     packages=("torch", "onnx", "onnxruntime", "numpy"),
-    shared_sources=("util/artifacts.py", "util/onnx_session.py"),
     tasks=(
         Task(
             id="10.1", title="Parameters and bytes", answer_points=3,

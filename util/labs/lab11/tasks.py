@@ -257,7 +257,6 @@ LAB = Lab(
     notebook="lab11_roofline_profiling.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxruntime", "numpy"),
     prepare="util.labs.lab11.tasks:prepare",
-    shared_sources=("util/models.py", "util/onnx_models.py", "util/artifacts.py"),
     tasks=(
         Task(
             id="11.1", title="Machine model", answer_points=4,

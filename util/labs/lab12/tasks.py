@@ -140,7 +140,6 @@ LAB = Lab(
     notebook="lab12_training_systems.ipynb",
     judge_timeout=180,  # 12.5 starts a student process: up to 60 s to start and warm up, 40 s to train
     packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
-    shared_sources=("util/models.py", "util/data.py", "util/artifacts.py", "util/student_process.py"),
     tasks=(
         Task(
             id="12.1", title="Reverse-mode autodiff", answer_points=5,

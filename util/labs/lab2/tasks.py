@@ -76,7 +76,6 @@ LAB = Lab(
     title="ONNX model analysis",
     notebook="lab2_onnx_analysis.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
-    shared_sources=("util/onnx_models.py", "util/models.py"),
     tasks=(
         Task(
             id="2.1", title="Operator counts", answer_points=4,

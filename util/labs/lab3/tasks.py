@@ -124,7 +124,6 @@ LAB = Lab(
     title="ONNX GEMM tiling",
     notebook="lab3_gemm_tiling.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
-    shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
     releases=RELEASES,
     tasks=(
         Task(

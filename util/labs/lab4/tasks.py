@@ -93,7 +93,7 @@ LAB = Lab(
     releases=RELEASES,
     cell_timeout=300,
     notebook_timeout=600,
-    shared_sources=("util/models.py", *(f"solutions/{path}" for path in CPP)),
+    shared_sources=(*(f"solutions/{path}" for path in CPP),),
     tasks=(
         Task(
             id="4.0", title="TorchScript export", answer_points=6,

@@ -146,7 +146,6 @@ LAB = Lab(
     title="Graph substitutions and their floating-point differences",
     notebook="lab5_graph_substitutions.ipynb",
     packages=("torch", "torchvision", "numpy"),
-    shared_sources=("util/models.py", "util/artifacts.py"),
     tasks=(
         Task(
             id="5.1", title="Fold one Conv+BN", answer_points=3,

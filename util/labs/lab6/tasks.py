@@ -93,8 +93,7 @@ LAB = Lab(
     notebook="lab6_compiler_errors.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab6.tasks:prepare",
-    shared_sources=("util/models.py", "util/onnx_models.py", "util/onnx_session.py", "util/artifacts.py",
-                    "util/export_cache.py"),
+    shared_sources=("util/export_cache.py",),
     tasks=(
         Task(
             id="6.1", title="Optimisation levels", answer_points=5,

@@ -141,7 +141,6 @@ LAB = Lab(
     notebook="lab7_mixed_precision.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
     prepare="util.labs.lab7.tasks:prepare",
-    shared_sources=("util/onnx_models.py", "util/onnx_session.py", "util/models.py", "util/artifacts.py"),
     releases=RELEASES,
     tasks=(
         Task(

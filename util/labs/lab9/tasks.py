@@ -175,8 +175,6 @@ LAB = Lab(
     notebook="lab9_quantization.ipynb",
     packages=("torch", "onnx", "onnxruntime", "numpy", "scikit-learn", "torchvision"),
     prepare="util.labs.lab9.tasks:prepare",
-    shared_sources=("util/models.py", "util/data.py", "util/onnx_models.py", "util/onnx_session.py",
-                    "util/artifacts.py"),
     tasks=(
         Task(
             id="9.1", title="Affine quantisation", answer_points=4,
