@@ -130,3 +130,31 @@ def test_a_finished_lab_checks_from_the_copys_labs_folder_and_from_its_root(copy
     assert root.returncode == 0, root.stdout + root.stderr
     assert "Task 1.4 (MACs): 6/6 public checks passed" in root.stdout
     assert "Task 1.1" not in root.stdout and "1/1 tasks pass all their public checks" in root.stdout
+
+
+COURSE_LABS = [name for name in LABS if labs.PACKAGES[name].startswith("util.labs.")]
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("lab_name", COURSE_LABS)
+def test_each_lab_runs_from_the_copy_as_handed_out_and_once_finished(copy, tmp_path, lab_name):
+    """Every lab runs from the students' copy alone: the handout as released (each task's public checks
+    say which task to implement) and the same lab finished (the solution's notebook and support files in
+    its place) passing every public check: the copy holds everything a lab's notebook and checks need."""
+    lab = LABS[lab_name]
+    copy = Path(shutil.copytree(copy, tmp_path / "course"))
+    count = len(lab.tasks)
+
+    handout = _run_in_copy(copy, copy / "labs", "-m", "grader", "check", lab_name)
+    assert handout.returncode == 1, handout.stdout + handout.stderr
+    assert f"0/{count} tasks pass all their public checks" in handout.stdout, handout.stdout[-3000:]
+    for task in lab.tasks:
+        assert f"Implement task {task.id}:" in handout.stdout, (task.id, handout.stdout[-3000:])
+
+    where = Path(lab.notebook).parent
+    shutil.copy(REPO / "solutions" / lab.notebook, copy / "labs" / lab.notebook)
+    for support in lab.support:
+        shutil.copytree(REPO / "solutions" / where / support, copy / "labs" / where / support, dirs_exist_ok=True)
+    finished = _run_in_copy(copy, copy / "labs", "-m", "grader", "check", lab_name)
+    assert finished.returncode == 0, finished.stdout[-3000:] + finished.stderr[-3000:]
+    assert f"{count}/{count} tasks pass all their public checks" in finished.stdout
