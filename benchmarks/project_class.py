@@ -101,7 +101,7 @@ def main() -> None:
     for n in args.workers:
         deadline = makespan(labs[slowest], n, args.worker_start)
         term = sum(makespan(c, n, args.worker_start) for c in labs.values())
-        print(f"{n:>7}  {_hours(deadline):>22}  {_hours(term):>11}  {sum(map(sum, labs.values())) / 3600:>900.1f}")
+        print(f"{n:>7}  {_hours(deadline):>22}  {_hours(term):>11}  {sum(map(sum, labs.values())) / 3600:>9.1f}")
 
 
 if __name__ == "__main__":
