@@ -184,3 +184,9 @@ def test_plumbing_names_modules_that_exist_and_compute_no_lab_value():
     for path in labs.PLUMBING:
         assert (REPO / path).is_file(), path
     assert not {"util/seeding.py", "util/models.py", "util/onnx_models.py", "util/data.py"} & set(labs.PLUMBING)
+
+
+def test_a_cell_that_does_not_parse_imports_nothing_and_the_others_still_count():
+    assert labs._imports("def broken(:\n    import util.data") == set()
+    assert labs._imports("def f():\n    from util.models import build_model\n") == {"util.models",
+                                                                                 "util.models.build_model"}

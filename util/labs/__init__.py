@@ -167,7 +167,11 @@ lab imports is one of its sources (:func:`source_files`)."""
 def _imports(source: str) -> set[str]:
     """Every absolute module name ``source`` imports, at any depth (``from a import b`` gives ``a`` and ``a.b``)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:  # a solution cell being edited: it imports nothing yet
+        return names
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
@@ -176,12 +180,12 @@ def _imports(source: str) -> set[str]:
     return names
 
 
-def _code_cells(notebook: Path) -> str:
-    """The code cells of ``notebook`` as one Python source (magics and shell lines left out)."""
+def _code_cells(notebook: Path) -> list[str]:
+    """The code cells of ``notebook``, each as Python source (magics and shell lines left out)."""
     cells = json.loads(notebook.read_text(encoding="utf-8")).get("cells", [])
-    lines = [line for cell in cells if cell.get("cell_type") == "code"
-             for line in "".join(cell.get("source", "")).splitlines() if not line.lstrip().startswith(("%", "!"))]
-    return "\n".join(lines)
+    return ["\n".join(line for line in "".join(cell.get("source", "")).splitlines()
+                      if not line.lstrip().startswith(("%", "!")))
+            for cell in cells if cell.get("cell_type") == "code"]
 
 
 def imported_sources(lab: Lab) -> list[Path]:
@@ -192,7 +196,7 @@ def imported_sources(lab: Lab) -> list[Path]:
     sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py")) if "__pycache__" not in p.parts]
     solution = repo / "solutions" / lab.notebook
     if solution.is_file():
-        sources.append(_code_cells(solution))
+        sources += _code_cells(solution)
     found: dict[Path, None] = {}
     while sources:
         for name in sorted(_imports(sources.pop())):
