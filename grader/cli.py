@@ -3,7 +3,7 @@
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
 folder), the limits (``--timeout``, ``--cell-timeout``, ``--memory``, ...) and the class settings
-(``--roster``, ``--overrides``, ``--extensions``, ``--deadline``, ``--late-policy``).
+(``--roster``, ``--overrides``, ``--extensions``, ``--deadline``, ``--late-policy``, ``--term``).
 """
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ def _class_flags(p: argparse.ArgumentParser) -> None:
                    help="deadline extensions: student, lab (empty: all), days or until, reason")
     g.add_argument("--deadline", action="append", metavar="LAB=TIME",
                    help="a lab's deadline, ISO 8601, e.g. labN=2025-03-07T23:59 (repeat per lab)")
+    g.add_argument("--term", metavar="FILE",
+                   help="a file holding this term's secret: hidden cases drawn from a seed get seeds of their own "
+                        "from it, graded against the references made for it (python -m grader regen --term FILE)")
     g.add_argument("--late-policy", metavar="POLICY",
                    help="'flag' (mark late submissions) or 'P%%/day' (take P%% of the lab's points per day "
                         "late, e.g. 10%%/day); default flag")
@@ -94,7 +97,7 @@ def _class_flags(p: argparse.ArgumentParser) -> None:
 
 def _settings(args) -> dict:
     return {"roster": args.roster, "overrides": args.overrides, "extensions": args.extensions,
-            "deadlines": args.deadline, "late_policy": args.late_policy}
+            "deadlines": args.deadline, "late_policy": args.late_policy, "term": args.term}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -188,6 +191,9 @@ def parser() -> argparse.ArgumentParser:
               "Run each lab's solution twice and write grader/references/<lab>.json when both runs agree "
               "(--check: verify the committed references are fresh, writing nothing).")
     rg.add_argument("--check", action="store_true", help="verify the committed references are fresh; write nothing")
+    rg.add_argument("--term", metavar="FILE",
+                    help="make the references for the term whose secret FILE holds (stored beside it), not the "
+                         "course's default ones")
     _lab_flag(rg, "only this lab (default: every lab)")
 
     gs = _sub(sub, "gradescope", "build a lab's Gradescope autograder zip",
@@ -241,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)
     from grader.author import regen
-    return regen.main(labs=_labs(args.lab), check_only=args.check)
+    return regen.main(labs=_labs(args.lab), check_only=args.check, term=args.term)
 
 
 if __name__ == "__main__":

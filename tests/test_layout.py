@@ -52,7 +52,7 @@ def test_the_pattern_finds_the_ways_a_lab_is_named():
 
 TASKS_TEMPLATE = '''\
 """A lab added by a test: one folder, one notebook, nothing else touched."""
-from util.contract import Case, Check, Lab, Task
+from util.contract import Check, Lab, Task
 
 
 def _call(fn, spec):
@@ -61,10 +61,16 @@ def _call(fn, spec):
 
 LAB = Lab(name="labNN", title="Added lab", notebook="labNN_new.ipynb", packages=("numpy",), tasks=(
     Task(id="NN.1", title="Squares", answer_points=4, answer="the sum of the first n squares for n = 10",
-         function="squares", run_case=_call, cases=(Case("n=20", {"n": 20}, 3), Case("n=0", {"n": 0}, 3)),
+         function="squares", run_case=_call, hidden_points=6,
          checks=(Check("squares(2) = 5", lambda f: None if f(2) == 5 else f"squares(2) is {f(2)}", "1 + 4",
                        calls_function=True),)),
 ))
+'''
+CASES_TEMPLATE = '''\
+"""The added lab's hidden cases: grader-only."""
+from util.contract import Case
+
+CASES = {"NN.1": (Case("n=20", {"n": 20}, 3), Case("n=0", {"n": 0}, 3))}
 '''
 MISTAKES_TEMPLATE = '''\
 from util.contract import ANSWER, Mistake
@@ -80,8 +86,8 @@ FIXTURES = [REPO / "tests" / folder for folder in ("tinylab_labs", "hostile_labs
 """The test labs' folders (lab900, lab997, lab998), registered beside the new lab."""
 
 
-def _lab(number: int) -> tuple[str, str]:
-    return (TASKS_TEMPLATE.replace("NN", str(number)), MISTAKES_TEMPLATE.replace("NN", str(number)))
+def _lab(number: int) -> tuple[str, str, str]:
+    return tuple(template.replace("NN", str(number)) for template in (TASKS_TEMPLATE, CASES_TEMPLATE, MISTAKES_TEMPLATE))
 
 
 def _solution(number: int) -> nbformat.NotebookNode:
@@ -123,8 +129,9 @@ def test_the_next_lab_is_picked_up_from_its_folder_and_its_notebook_beside_the_t
     folder = repo / "util" / "labs" / name
     folder.mkdir()
     (folder / "__init__.py").write_text('"""An added lab."""\n')
-    tasks, mistakes = _lab(number)
+    tasks, cases, mistakes = _lab(number)
     (folder / "tasks.py").write_text(tasks)
+    (folder / "cases.py").write_text(cases)
     (folder / "mistakes.py").write_text(mistakes)
     nbformat.write(_solution(number), str(repo / "solutions" / f"{name}_new.ipynb"))
     env = _with_fixtures()

@@ -33,18 +33,24 @@ def test_sizes_print_for_people():
 
 
 def test_the_sandbox_shows_util_but_not_the_grader_and_writes_only_scratch(tmp_path):
+    from util import labs
+
     args = sandbox.bwrap_args(tmp_path)
     binds = {(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--ro-bind"}
-    assert (str(REPO / "util"), str(REPO / "util")) in binds
-    assert not any(source in (str(REPO), str(REPO / "grader"), "/") for source, _ in binds)
+    util = (REPO / "util").resolve()
+    assert (str(util / "contract.py"), str(util / "contract.py")) in binds  # util/ is shown file by file
+    assert not any(source in (str(REPO), str(REPO / "grader"), str(util), "/") for source, _ in binds)
     writable = [(args[i + 1], args[i + 2]) for i, a in enumerate(args) if a == "--bind"]
     scratch = tmp_path.resolve()
     assert writable == [(str(scratch / ".tmp"), "/tmp"), (str(scratch), str(scratch)),
                         (str(scratch / ".shm"), "/dev/shm")]  # /tmp and /dev/shm count as the scratch folder
     for flag in ("--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"):
         assert flag in args
-    assert "--tmpfs" not in args  # no memory-backed folder outside the limits
-    assert args[args.index("/dev") + 1:].count("--remount-ro") == 2  # /dev (not its /dev/shm) and /
+    # the only memory-backed folders are the course's shown roots, each made read-only once its files are bound
+    roots = [str(root.resolve()) for root in labs.shown_roots()]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--tmpfs"] == roots
+    remounted = [args[i + 1] for i, a in enumerate(args) if a == "--remount-ro"]
+    assert remounted == [*roots, "/dev", "/"]  # each root; /dev (not its /dev/shm); /
 
 
 def test_without_bubblewrap_it_warns_what_is_not_enforced(monkeypatch, capsys):
@@ -219,3 +225,39 @@ def test_scratch_folders_go_where_a_user_namespace_sandbox_can_reach_them(tmp_pa
     private.chmod(0o755)
     if all(os.stat(p).st_mode & 0o001 for p in private.parents):
         assert sandbox.scratch_base() == private
+
+
+def test_files_derived_from_grader_only_ones_are_not_shown_either(tmp_path):
+    """Hidden by where a file lives and what it holds, not by a list of names: the bytecode Python writes beside
+    a judge or the hidden cases (as after the test suite ran in this checkout), a copy under another name, an
+    editor's backup; while every source students hold is shown."""
+    import os
+    import py_compile
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from util import labs
+
+    if not confinement.available():
+        pytest.skip("bubblewrap is not usable here; .ci/run installs it")
+    folder = labs.folder(labs.get_lab("lab12"))
+    derived = [Path(py_compile.compile(str(folder / name), doraise=True)) for name in ("judge.py", "cases.py")]
+    copies = [folder / "notes_from_the_judge.txt", folder / "#cases.py#", folder / ".cases.py.swp"]
+    try:
+        for copy, source in zip(copies, ("judge.py", "cases.py", "cases.py")):
+            copy.write_bytes((folder / source).read_bytes())
+        shown = labs.shown_files((REPO / "util").resolve())
+        assert not set(derived + copies) & set(shown)
+        assert folder / "tasks.py" in shown and folder / "executor.py" in shown
+        for name in (".tmp", ".shm"):
+            (tmp_path / name).mkdir()
+        probe = ("import os, sys\nfor p in sys.argv[1:]:\n    print(int(os.path.exists(p)))\n"
+                 "import util.labs as l\nprint(sum(len(t.cases) for t in l.get_lab('lab12').tasks))")
+        paths = [*derived, *copies, folder / "tasks.py"]
+        done = subprocess.run(sandbox.bwrap_args(tmp_path) + [sys.executable, "-c", probe, *map(str, paths)],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.stdout.split() == ["0"] * (len(derived) + len(copies)) + ["1", "0"], done.stderr[-2000:]
+    finally:
+        for copy in copies:
+            copy.unlink(missing_ok=True)

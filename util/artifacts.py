@@ -24,9 +24,16 @@ FILES_DIR = "files"
 """Sub-folder of the answers folder that holds the saved files (``<answers>/files/<name>``)."""
 
 
+def _digest(value: Any) -> str:
+    if isinstance(value, (bytes, bytearray)):  # a file a hidden case reads, by its content
+        return "sha256:" + hashlib.sha256(bytes(value)).hexdigest()
+    raise TypeError(f"a case's spec holds a {type(value).__name__}, which names no file")
+
+
 def case_file(spec: Mapping[str, Any], suffix: str = ".onnx") -> str:
-    """The file name a case with input ``spec`` saves to, e.g. ``case-1f3a...onnx``."""
-    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    """The file name a case with input ``spec`` saves to, e.g. ``case-1f3a...onnx`` (a file the spec holds
+    counts by its content)."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=_digest)
     return f"case-{hashlib.sha256(text.encode()).hexdigest()[:16]}{suffix}"
 
 

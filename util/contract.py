@@ -7,6 +7,13 @@ One declaration (``util/labs/labN/tasks.py``) drives three things:
 * the grader: points, tolerance and the hidden cases it calls the student's functions on;
 * reference regeneration: the grader runs the solution through the same path and stores what it got.
 
+The hidden cases themselves are the one part students never hold: a lab declares them in its
+grader-only ``cases.py`` (``CASES``: task id -> its :class:`Case` s, matched by
+``util.labs.GRADER_ONLY``), and a task states publicly only what they are worth
+(:attr:`Task.hidden_points`). The registry attaches them (:meth:`Lab.with_cases`) wherever that file
+can be read: in the grader, never in the students' copy or a graded kernel, which receives each case's
+input only when the grader runs it (``util.hidden``).
+
 Nobody types an expected value: references are always produced by running the solution.
 
 Its users: every lab folder (``util/labs/labN/``: ``tasks.py`` declares a :class:`Lab`,
@@ -56,6 +63,11 @@ class Case:
     """Points this case is worth."""
     hidden: bool = True
     """Hidden cases never reveal the expected value in feedback."""
+    seeds: tuple[str, ...] = ()
+    """Keys of :attr:`spec` holding a seed any value of which makes a valid case (random inputs drawn from it):
+    a course that sets a term secret (``python -m grader grade --term FILE``) has them drawn anew from it
+    (``util.hidden.term_spec``), so inputs seen in one term's feedback do not answer the next term's. A seed
+    chosen at authoring time for a property (clear argmax margins, no rounding ties) is not listed here."""
     since: int = 1
     """The lab release (:class:`Release`) that added this case. A notebook built from an earlier release
     was never told what it tests, so it is graded without it (:meth:`Lab.as_of`). A case added to a
@@ -107,8 +119,14 @@ class Task:
     """Name of the student's function that the hidden cases call, e.g. ``"count_macs"``."""
     run_case: Callable[[Callable, Mapping[str, Any]], Any] | None = None
     """``run_case(student_function, case.spec) -> value``; builds the input and calls the function."""
+    hidden_points: float | None = None
+    """What the task's hidden cases are worth together: stated here, in what students hold, while the
+    cases themselves live in the lab's grader-only ``cases.py`` (:meth:`Lab.with_cases` checks they add up).
+    Left out, it is the sum of :attr:`cases` (a test's small lab may declare its cases in place; a course lab
+    never does: ``tests/test_hidden_cases.py``)."""
     cases: tuple[Case, ...] = ()
-    """Cases the grader runs ``function`` on, after the notebook has run."""
+    """Cases the grader runs ``function`` on, after the notebook has run: attached from the lab's grader-only
+    ``cases.py`` by the registry (:meth:`Lab.with_cases`); empty wherever that file cannot be read."""
     grader_check: str | None = None
     """``"module:function"`` of a check the *grader* runs on each case's saved file, never the kernel.
 
@@ -123,10 +141,17 @@ class Task:
 
     @property
     def max_points(self) -> float:
-        """Public answer plus every case."""
-        return self.answer_points + sum(case.points for case in self.cases)
+        """Public answer plus every hidden case (:attr:`hidden_points`)."""
+        return self.answer_points + self.hidden_points
 
     def __post_init__(self) -> None:
+        if self.hidden_points is None:
+            object.__setattr__(self, "hidden_points", float(sum(case.points for case in self.cases)))
+        if self.hidden_points and (self.function is None or self.run_case is None):
+            raise ValueError(f"task {self.id} has hidden points but no function/run_case to run its cases")
+        if self.cases and abs(sum(case.points for case in self.cases) - self.hidden_points) > 1e-9:
+            raise ValueError(f"task {self.id}: its hidden cases are worth {sum(c.points for c in self.cases):g} points "
+                             f"together, but the task states hidden_points={self.hidden_points:g}")
         if self.cases and (self.function is None or self.run_case is None):
             raise ValueError(f"task {self.id} has cases but no function/run_case to run them")
         ids = [case.id for case in self.cases]
@@ -255,8 +280,32 @@ class Lab:
         for task in (declared[t.id] for t in self.tasks):
             later = sum(case.points for case in task.cases if case.since > release)
             tasks.append(replace(task, cases=tuple(c for c in task.cases if c.since <= release),
-                                 answer_points=task.answer_points + later) if later else task)
+                                 answer_points=task.answer_points + later,
+                                 hidden_points=task.hidden_points - later) if later else task)
         return replace(self, tasks=tuple(tasks), releases=self.releases[:max(release, 1)])
+
+    @property
+    def has_cases(self) -> bool:
+        """Whether the hidden cases are attached (the grader), as opposed to only their points (students)."""
+        return all(task.cases or not task.hidden_points for task in self.tasks)
+
+    def with_cases(self, cases: Mapping[str, tuple[Case, ...]]) -> "Lab":
+        """This lab with its hidden cases attached: ``cases`` maps a task id to its :class:`Case` s (the lab's
+        grader-only ``CASES``). Every task stating :attr:`Task.hidden_points` must get cases worth exactly that,
+        and every id must be a task's; a release's ``previous`` task gets its task's cases too."""
+        known = {t.id for t in self.tasks}
+        unknown = sorted(set(cases) - known)
+        if unknown:
+            raise ValueError(f"{self.name}: CASES names tasks the lab does not have: {', '.join(unknown)}")
+        missing = [t.id for t in self.tasks if t.hidden_points and not cases.get(t.id)]
+        if missing:
+            raise ValueError(f"{self.name}: tasks {', '.join(missing)} state hidden points but CASES gives them none")
+
+        def attach(task: Task) -> Task:
+            return replace(task, cases=tuple(cases.get(task.id, ())))
+
+        releases = tuple(replace(r, previous=tuple(attach(t) for t in r.previous)) for r in self.releases)
+        return replace(self, tasks=tuple(attach(t) for t in self.tasks), releases=releases)
 
     def added_since(self, release: int) -> dict[str, tuple[str, ...]]:
         """Task id -> the ids of its cases that ``release`` did not have (:meth:`as_of`)."""

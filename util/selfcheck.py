@@ -49,8 +49,9 @@ class TaskReport:
     task_id: str
     title: str
     outcomes: tuple[CheckOutcome, ...]
-    hidden_cases: int = 0
-    """How many hidden cases the grader will also run (their inputs and answers are not shown)."""
+    hidden_points: float = 0.0
+    """What the hidden cases the grader also runs are worth (their inputs and answers are not in the students'
+    copy: the grader brings them when it grades)."""
 
     @property
     def passed(self) -> bool:
@@ -70,14 +71,15 @@ class TaskReport:
                 lines += [f"          {o.message}"] if o.message else []
                 lines += [f"          hint: {o.hint}"] if o.hint else []
                 shown = (o.message, o.hint)
-        more = "the reference answer" + (f" and {self.hidden_cases} hidden cases" if self.hidden_cases else "")
+        more = "the reference answer" + (f" and hidden cases worth {self.hidden_points:g} points, on inputs only the grader holds"
+                                         if self.hidden_points else "")
         lines.append(f"  (the grader also compares with {more}: passing here is not full marks)")
         return "\n".join(lines)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
         return cls(data["task_id"], data["title"], tuple(CheckOutcome(**o) for o in data["outcomes"]),
-                   data.get("hidden_cases", 0))
+                   data.get("hidden_points", 0.0))
 
 
 def _error(exc: BaseException) -> str:
@@ -122,7 +124,7 @@ def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any
 def task_report(lab: Lab, task: Task, namespace: Mapping[str, Any], answers: Mapping[str, Any]) -> TaskReport:
     """Every public check of ``task``, on ``answers[task.id]`` and the functions in ``namespace``."""
     outcomes = tuple(run_check(c, task, answers.get(task.id), namespace, task.id in answers) for c in task.checks)
-    return TaskReport(task.id, task.title, outcomes, len(task.cases))
+    return TaskReport(task.id, task.title, outcomes, task.hidden_points)
 
 
 def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:

@@ -57,7 +57,7 @@ def progress(lab_name: str) -> None:
     lab = get_lab(lab_name)
     answers = read_answers(output_dir(lab.name))
     rows = [[t.id, t.title, f"{t.max_points:g}", "exported" if t.id in answers else "not yet",
-             f"{len(t.cases)} hidden" if t.cases else ""] for t in lab.tasks]
+             f"hidden cases ({t.hidden_points:g} points)" if t.hidden_points else ""] for t in lab.tasks]
     # task ids are text: "4.0" must not be printed as the number 4
     print(tabulate(rows, headers=["task", "title", "points", "answer", "grader also runs"], disable_numparse=[0]))
     print(f"{sum(t.id in answers for t in lab.tasks)}/{len(lab.tasks)} tasks exported. "

@@ -32,6 +32,7 @@ from grader.judge.references import load, path_for
 from util import labs
 from util.answers import write_json
 from util.contract import Lab, Tolerance
+from util.hidden import term_fingerprint, term_secret, use_term
 
 SOLUTION_DIR = REPO / "solutions"
 
@@ -61,9 +62,11 @@ def provenance(lab: Lab) -> dict[str, Any]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
+    secret = term_secret()
     return {
         "solution": f"solutions/{lab.notebook}",
         "release": lab.release,
+        **({"term": term_fingerprint(secret)} if secret is not None else {}),
         "source_sha256": source_hash(lab),
         "packages": versions,
         "python": platform.python_version(),
@@ -233,10 +236,16 @@ def check(lab: Lab, *, rerun: bool = True) -> list[str]:
     return reasons
 
 
-def main(*, labs: list[Lab], check_only: bool = False) -> int:
-    """``python -m grader regen``: rewrite (or with ``check_only`` verify) the references."""
+def main(*, labs: list[Lab], check_only: bool = False, term: str | None = None) -> int:
+    """``python -m grader regen``: rewrite (or with ``check_only`` verify) the references; ``term``: those of the
+    term whose secret that file holds (:func:`util.hidden.use_term`), stored beside it."""
     import time
 
+    try:
+        use_term(term)
+    except ValueError as exc:
+        print(f"regen: {exc}", file=sys.stderr)
+        return 1
     status = 0
     for lab in labs:
         if not lab.tasks:
@@ -259,7 +268,8 @@ def main(*, labs: list[Lab], check_only: bool = False) -> int:
             print(f"regen: {exc}", file=sys.stderr)
             status = 1
             continue
-        print(f"wrote {report.path.relative_to(REPO)} ({time.monotonic() - start:.0f} s)"
+        shown = report.path.relative_to(REPO) if report.path.is_relative_to(REPO) else report.path
+        print(f"wrote {shown} ({time.monotonic() - start:.0f} s)"
               + (f"; {len(report.changed)} values changed:" if report.changed else "; no value changed"))
         for line in report.changed[:20]:
             print(f"  {line}")

@@ -35,7 +35,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from grader import REPO
 from util import export_cache, labs
 
 SANDBOX_ENV = "COURSE_SANDBOX"
@@ -103,14 +102,13 @@ def use_root_userns(on: bool) -> None:
 
 
 def readable_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
-    """What student code may read: the system, the Python installation, the course's ``util``, the
-    export caches, and ``extra`` (e.g. the registry's extra lab folders)."""
+    """What student code may read, whole: the system, the Python installation, the export caches, and ``extra``.
+    The course's own folders (``util/`` and any extra lab folder) are shown file by file instead
+    (:func:`util.labs.shown_files`, in :func:`bwrap_args`)."""
     paths = [Path(p) for p in ("/usr", "/etc", "/opt", "/sys", "/var/lib")]
     for prefix in {sys.prefix, sys.base_prefix, sys.exec_prefix}:
         paths += [Path(prefix), Path(prefix).resolve()]
     paths.append(Path(sys.executable).resolve().parent)
-    paths.append(REPO / "util")
-    paths += labs.extra_dirs()  # lab folders added for tests ($COURSE_LAB_DIRS)
     paths += export_cache.shared_dirs()  # exported models (filled by Lab.prepare), read-only
     paths += [Path(p).resolve() for p in extra]
     return [p for p in dict.fromkeys(paths) if p.exists()]
@@ -132,9 +130,10 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
 
     ``scratch`` must hold the folders ``.tmp`` and ``.shm`` (the sandbox's ``/tmp`` and
     ``/dev/shm``). ``readable`` adds folders shown read-only; ``writable=False`` shows ``scratch``
-    read-only too (its ``.tmp`` stays writable). The labs' grader-only files (every lab's judges and
-    mistakes, :func:`util.labs.grader_only_paths`: one list for every sandbox) read as empty, except
-    those in ``reveal`` (a judge process: its own lab's judges).
+    read-only too (its ``.tmp`` stays writable). The course's folders (``util/``, extra lab folders) are
+    shown file by file from an allowlist (:func:`util.labs.shown_files`): sources and data, never a lab's
+    grader-only files (hidden cases, judges, mistakes), their bytecode or any other derived file, except
+    those in ``reveal`` (a judge process: its own lab's judges and cases).
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -157,11 +156,16 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     made: set[Path] = set()
     for path in readable_paths(readable):
         args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
-    shown = {Path(p).resolve() for p in reveal}
-    for path in labs.grader_only_paths():  # judges and mistakes: they hold or quote solutions
-        if path.resolve() in shown:
-            continue
-        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+    for root in labs.shown_roots():  # an allowlist: what is not a source students hold is not there at all
+        root = root.resolve()
+        args += _parents(root, made) + ["--perms", "0755", "--tmpfs", str(root)]
+        for path in labs.shown_files(root, reveal):
+            for parent in reversed(path.relative_to(root).parents[:-1]):  # traversable, as bwrap would make them 0700
+                if root / parent not in made:
+                    made.add(root / parent)
+                    args += ["--perms", "0755", "--dir", str(root / parent)]
+            args += ["--ro-bind", str(path), str(path)]
+        args += ["--remount-ro", str(root)]
     for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
         args += ["--dev-bind", str(path), str(path)]
     args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]

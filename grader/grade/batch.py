@@ -40,6 +40,7 @@ from grader.grade.jobs import UNKNOWN_LAB, faulty, grade_one, grader_fault, not_
 from grader.report import class_folder, gradebook, stats
 from grader.report.settings import Settings
 from util.answers import write_json
+from util.hidden import use_term
 from util.labs import get_lab
 
 
@@ -98,6 +99,7 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
 
     try:
         class_settings = Settings.load(out).updated(**(settings or {}))
+        use_term(class_settings.term)  # the hidden cases' seeds and the references are this term's
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2

@@ -38,6 +38,7 @@ from grader.judge.isolated import judge
 from util import labs
 from util.artifacts import case_stem
 from util.contract import Case, Lab, Task
+from util.hidden import graded_spec, with_files
 
 KEEP_FILE = 16 * 2**20
 """Judged files up to this size may be copied to the submission's results folder (``Limits.kept_saved``
@@ -96,7 +97,7 @@ def declared(lab: Lab, cases: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
         if getattr(task, "grader_check", None):
             for case in task.cases:
                 if _ran(cases, task, case):
-                    out.setdefault(case_stem(case.spec), (task.id, case.id))
+                    out.setdefault(case_stem(with_files(lab, graded_spec(lab, task, case))), (task.id, case.id))
     return out
 
 
@@ -238,13 +239,14 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | 
         for case in task.cases:
             if not _ran(cases, task, case):  # failed in the kernel already
                 continue
-            saved = _case_file(files, case.spec)
+            spec = graded_spec(lab, task, case)  # as this term ran it
+            saved = _case_file(files, with_files(lab, spec))
             if saved is None:
                 out[task.id][case.id] = [f"{task.function}() returned, but no file was saved for this case"]
             elif saved.path is None:
                 out[task.id][case.id] = [saved.reason]
             else:
-                jobs.append({"check": task.grader_check, "spec": dict(case.spec), "file": str(saved.path),
+                jobs.append({"check": task.grader_check, "spec": spec, "file": str(saved.path),
                              "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
                 where.append((task.id, case.id))
                 folders.add(saved.path.parent)

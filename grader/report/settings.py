@@ -37,6 +37,10 @@ class Settings:
     """Lab name -> deadline (ISO 8601)."""
     late_policy: str = "flag"
     """``flag`` or ``P%/day`` (:class:`grader.report.late.Policy`)."""
+    term: str | None = None
+    """The file holding this term's secret (``--term``): the hidden cases' seeds are drawn from it
+    (:func:`util.hidden.term_spec`) and graded against the references made for it (``python -m grader regen
+    --term FILE``, stored beside it: :func:`grader.judge.references.reference_dir`)."""
 
     @classmethod
     def load(cls, out: Path) -> "Settings":
@@ -51,11 +55,12 @@ class Settings:
         files.write_text(class_file(out, FILE), json.dumps(asdict(self), indent=1, sort_keys=True) + "\n")
 
     def updated(self, *, roster: str | None = None, overrides: str | None = None, extensions: str | None = None,
-                deadlines: list[str] | None = None, late_policy: str | None = None) -> "Settings":
+                deadlines: list[str] | None = None, late_policy: str | None = None,
+                term: str | None = None) -> "Settings":
         """These settings with the flags given (``None``: not given) applied; raises ``ValueError``
         with a message for a malformed deadline or policy."""
         changes: dict = {}
-        for name, value in (("roster", roster), ("overrides", overrides), ("extensions", extensions)):
+        for name, value in (("roster", roster), ("overrides", overrides), ("extensions", extensions), ("term", term)):
             if value is not None:
                 changes[name] = None if value == NONE else str(Path(value).resolve())
         if deadlines:
@@ -80,7 +85,8 @@ class Settings:
     def describe(self) -> str:
         """One line for the log, e.g. ``roster roster.csv; deadlines labN 2025-03-07T23:59+01:00; ...``."""
         parts = [f"{name} {value}" for name, value in (("roster", self.roster), ("overrides", self.overrides),
-                                                       ("extensions", self.extensions)) if value]
+                                                       ("extensions", self.extensions), ("term secret", self.term))
+                 if value]
         if self.deadlines:
             parts.append("deadlines " + ", ".join(f"{lab} {when}" for lab, when in sorted(self.deadlines.items())))
             parts.append(f"late policy {self.policy.describe()}")

@@ -14,8 +14,8 @@ import torch
 from grader.author.solution import solution_namespace
 from util.labs import get_lab
 from util.labs.lab10 import judge_measure as measure
+from util.labs.lab10.cases import GQA_DEEP, GQA_UNTIED, MQA_WIDE
 from util.labs.lab10.gpt import GPT2_SMALL, TINY, GPTConfig, build_gpt, prompt_ids, seeded_gpt
-from util.labs.lab10.tasks import GQA_DEEP, GQA_UNTIED, MQA_WIDE
 
 CONFIGS = {
     "toy": GPTConfig(vocab=3, n_positions=2, d_model=4, n_layer=1, n_head=1),

@@ -15,7 +15,7 @@ from grader.judge import artifacts
 from util.artifacts import case_file
 from util.contract import Tolerance
 from util.labs import get_lab
-from util.labs.lab8 import judge, tasks, verify
+from util.labs.lab8 import cases, judge, tasks, verify
 from util.labs.lab8.graphs import GRAPHS, chain4, graph, random_feeds
 from util.labs.lab8.harness import run_arrays, run_in_plan
 from util.labs.lab8.plans import (
@@ -56,7 +56,7 @@ def test_graphs_are_reproducible_and_run_in_onnxruntime():
         if name != "resnet18":
             assert graph(name).SerializeToString() == graph(name).SerializeToString(), name
     zoo = graph("op_zoo")
-    spec = tasks.ZOO["inputs"]
+    spec = cases.ZOO["inputs"]
     outputs = verify.reference_values(zoo, random_feeds(zoo, spec, seed=0))
     assert outputs["rows"].shape == (7, 12) and outputs["middle"].shape == (2, 14, 3)
     assert outputs["bmm_shape"].tolist() == [2, 4, 5, 7]
@@ -73,7 +73,7 @@ def test_the_solution_agrees_with_onnx_shape_inference_on_every_graph(solution):
 
 
 def test_the_op_zoo_has_the_awkward_cases(solution):
-    shapes = solution["infer_shapes"](graph("op_zoo"), tasks.ZOO["inputs"])
+    shapes = solution["infer_shapes"](graph("op_zoo"), cases.ZOO["inputs"])
     assert (shapes["conv"], shapes["pool"], shapes["rows"], shapes["transposed"], shapes["bmm"], shapes["vm"],
             shapes["cat"], shapes["bmm_shape"]) == ([1, 4, 8, 10], [1, 4, 4, 5], [7, 12], [4, 3, 7], [2, 4, 5, 7],
                                                      [9], [6, 18], [4])
@@ -84,7 +84,7 @@ def test_infer_shapes_may_not_ask_onnx():
         return onnx.shape_inference.infer_shapes(model)
 
     with pytest.raises(RuntimeError, match="onnx.shape_inference is not available"):
-        tasks._infer(lazy, tasks.ZOO)
+        tasks._infer(lazy, cases.ZOO)
     assert onnx.shape_inference.infer_shapes is not None and course_shapes(chain4(), {"x": [1, 2]})["y"] == [1, 4]
 
 

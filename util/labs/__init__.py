@@ -2,7 +2,10 @@
 
 A lab is a package ``util/labs/labN/`` holding everything that belongs to it alone:
 
-* ``tasks.py``: ``LAB``, the one declaration of its tasks (:class:`util.contract.Lab`);
+* ``tasks.py``: ``LAB``, the one declaration of its tasks (:class:`util.contract.Lab`), each stating what its
+  hidden cases are worth but not what they are;
+* ``cases.py``: ``CASES``, its hidden cases (task id -> :class:`util.contract.Case` s), and ``cases_data/`` for
+  any file a case reads: grader-only, attached to ``LAB`` here wherever they can be read (:meth:`Lab.with_cases`);
 * ``public_checks.py``: what ``check("N.M")`` tests (:class:`util.contract.Check`);
 * ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any,
   and ``judge_*.py`` helpers only they use;
@@ -12,8 +15,9 @@ A lab is a package ``util/labs/labN/`` holding everything that belongs to it alo
   name keeps resolving (:mod:`util.moved`);
 * helpers only it uses.
 
-The judges and the mistakes are grader-only (:data:`GRADER_ONLY`): graded kernels do not see them and
-the student copies leave them out.
+The hidden cases, the judges and the mistakes are grader-only (:data:`GRADER_ONLY`): graded kernels do not
+see them and the student copies leave them out; a kernel receives a case's input only when the grader runs
+it (:mod:`util.hidden`).
 
 Adding ``util/labs/labN/`` (and ``solutions/labN_*.ipynb``) is all it takes for the course, the
 grader and the tests to pick a lab up. ``$COURSE_LAB_DIRS`` (folders separated by ``os.pathsep``)
@@ -37,10 +41,11 @@ from util.contract import Lab, Task
 HERE = Path(__file__).resolve().parent
 LAB_DIRS_ENV = "COURSE_LAB_DIRS"
 """Extra folders of lab packages (for tests), separated by ``os.pathsep``."""
-GRADER_ONLY = ("mistakes.py", "judge*")
+GRADER_ONLY = ("mistakes.py", "judge*", "cases*")
 """Files (and folders) of a lab folder that graded kernels never see and students never get: the
-mistakes quote the solution, and a judge may hold a reference implementation of what a task asks
-(a course emulator, a float64 fold). Glob patterns on the file or folder name."""
+mistakes quote the solution, a judge may hold a reference implementation of what a task asks
+(a course emulator, a float64 fold), and the hidden cases (``cases.py``, ``cases_data/``) are the inputs
+the notebook never shows. Glob patterns on the file or folder name."""
 _NAME = re.compile(r"lab(\d+)")
 
 
@@ -80,8 +85,25 @@ def _packages() -> dict[str, str]:
 
 PACKAGES: dict[str, str] = _packages()
 """Lab name -> the package that holds it (``util.labs.labN``)."""
-LABS: dict[str, Lab] = {name: importlib.import_module(f"{package}.tasks").LAB for name, package in PACKAGES.items()}
-"""Every lab by name, in course order."""
+
+
+def _with_cases(package: str) -> Lab:
+    """The lab declared in ``package.tasks``, with the hidden cases of ``package.cases`` attached where that
+    grader-only module can be read (the grader); without them elsewhere (the students' copy has no such file,
+    and a graded kernel reads it as empty)."""
+    lab = importlib.import_module(f"{package}.tasks").LAB
+    try:
+        module = importlib.import_module(f"{package}.cases")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{package}.cases":
+            raise
+        return lab
+    cases = getattr(module, "CASES", None)
+    return lab if cases is None else lab.with_cases(cases)
+
+
+LABS: dict[str, Lab] = {name: _with_cases(package) for name, package in PACKAGES.items()}
+"""Every lab by name, in course order (with its hidden cases where they can be read: :meth:`Lab.has_cases`)."""
 for _name, _lab in LABS.items():
     if _lab.name != _name:
         raise ValueError(f"{PACKAGES[_name]}.tasks declares a lab called {_lab.name!r}; its folder says {_name!r}")
@@ -239,6 +261,67 @@ def grader_only_paths(lab: Lab | None = None) -> list[Path]:
             if "__pycache__" not in relative.parts and grader_only(relative) and not grader_only(relative.parent):
                 found.append(path)
     return found
+
+
+CACHE_PARTS = ("__pycache__",)
+"""Folders of derived files (bytecode Python writes beside a module): never shown to student code, whatever
+they were derived from (a judge's bytecode reads as well as the judge)."""
+
+
+def _derived(relative: Path) -> bool:
+    """Whether ``relative`` (a path under a shown folder) is derived or private state rather than a source: in a
+    cache folder or a dot folder, a dot file, an editor's backup or autosave (``x~``, ``#x#``)."""
+    return any(part in CACHE_PARTS or part.startswith(".") for part in relative.parts) or \
+        relative.name.endswith("~") or (relative.name.startswith("#") and relative.name.endswith("#"))
+
+
+def shown_roots() -> list[Path]:
+    """The course folders student code is shown (read-only, file by file: :func:`shown_files`): ``util/`` and
+    any extra lab folder (``$COURSE_LAB_DIRS``)."""
+    return [HERE.parent, *extra_dirs()]
+
+
+def shown_files(root: Path, reveal: tuple[Path, ...] = ()) -> list[Path]:
+    """The files under ``root`` (one of :func:`shown_roots`) a sandbox shows student code: an allowlist, not a
+    list of what to hide. Left out: every lab's grader-only files and folders (:data:`GRADER_ONLY`), anything
+    derived or private (:data:`CACHE_PARTS`, dot files and folders, editors' backups), and any file whose bytes
+    equal a grader-only file's (a copy under another name). ``reveal``: grader-only files or folders to show
+    anyway (a judge process is shown its own lab's judges and cases)."""
+    hidden_bytes = set()
+    for path in grader_only_paths():
+        for file in ([path] if path.is_file() else path.rglob("*")):
+            if file.is_file() and file.stat().st_size:
+                hidden_bytes.add((file.stat().st_size, _sha256(file)))
+    sizes = {size for size, _ in hidden_bytes}
+    shown_dirs = [Path(p).resolve() for p in reveal]
+    found = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        relative = path.relative_to(root)
+        if _derived(relative):
+            continue
+        revealed = any(path.resolve() == d or path.resolve().is_relative_to(d) for d in shown_dirs)
+        size = path.stat().st_size
+        if not revealed and (_grader_only_file(path) or (size in sizes and (size, _sha256(path)) in hidden_bytes)):
+            continue
+        found.append(path)
+    return found
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _grader_only_file(path: Path) -> bool:
+    """Whether ``path`` lies in a lab folder (the course's or an extra one) and is grader-only there."""
+    for root in (HERE, *extra_dirs()):
+        if path.is_relative_to(root):
+            relative = path.relative_to(root)
+            return len(relative.parts) > 1 and grader_only(Path(*relative.parts[1:]))
+    return False
 
 
 def course_module(module: str) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance
 from util.labs.lab1.public_checks import CHECKS
 
 STATS = Tolerance(rtol=1e-3, atol=1e-9)
@@ -72,11 +72,7 @@ LAB = Lab(
             answer="a dict {'total': int, 'trainable': int, 'non_trainable': int}",
             keys=("total", "trainable", "non_trainable"),
             function="count_parameters", run_case=_call_model,
-            cases=(
-                Case("resnet18 with layer1 frozen", {"model": "resnet18", "freeze": ["conv1", "bn1", "layer1"]}, 2),
-                Case("mobilenet_v2", {"model": "mobilenet_v2"}, 2),
-                Case("tiny_tied", {"model": "tiny_tied"}, 2, since=2),
-            ),
+            hidden_points=6,
             checks=CHECKS["1.1"],
         ),
         Task(
@@ -84,22 +80,14 @@ LAB = Lab(
             answer="a dict of weight bytes per dtype {'float32': int, 'float16': int, 'bfloat16': int}",
             keys=("float32", "float16", "bfloat16"),
             function="weight_bytes", run_case=_call_model,
-            cases=(
-                Case("resnet18 float32", {"model": "resnet18"}, 2),
-                Case("tiny_grouped with a float16 stem", {"model": "tiny_grouped", "half": ["stem", "bn"]}, 2),
-                Case("tiny_tied", {"model": "tiny_tied"}, 2, since=2),
-            ),
+            hidden_points=6,
             checks=CHECKS["1.2"],
         ),
         Task(
             id="1.3", title="Layer summary (torchinfo)", answer_points=6,
             answer="a list of rows {'name', 'type', 'output_shape', 'params'}, one per call of a leaf layer",
             function="layer_table", run_case=_call_model_shape,
-            cases=(
-                Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 3),
-                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 3),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 3, since=2),
-            ),
+            hidden_points=9,
             checks=CHECKS["1.3"],
         ),
         Task(
@@ -107,14 +95,7 @@ LAB = Lab(
             answer="a dict {'ptflops': {...}, 'own': {...}, 'tools': {...}}",
             keys=("ptflops", "own", "tools"),
             function="count_macs", run_case=_call_model_shape,
-            cases=(
-                Case("resnet18@1x3x224x224", {"model": "resnet18", "input_shape": [1, 3, 224, 224]}, 6),
-                Case("mobilenet_v3_small@1x3x160x160",
-                     {"model": "mobilenet_v3_small", "input_shape": [1, 3, 160, 160]}, 6),
-                Case("squeezenet1_1@1x3x128x128", {"model": "squeezenet1_1", "input_shape": [1, 3, 128, 128]}, 6),
-                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6, since=2),
-            ),
+            hidden_points=30,
             checks=CHECKS["1.4"],
         ),
         Task(
@@ -122,11 +103,7 @@ LAB = Lab(
             answer="a dict {'layers': [rows {'name','shape','mean','std','min','max','bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"), tolerance=STATS,
             function="conv_activation_summary", run_case=_call_model_input,
-            cases=(
-                Case("resnet18@1x3x64x64", {"model": "resnet18", "input_shape": [1, 3, 64, 64]}, 6),
-                Case("tiny_grouped@2x4x16x16", {"model": "tiny_grouped", "input_shape": [2, 4, 16, 16]}, 6),
-                Case("tiny_tied@2x4x16x16", {"model": "tiny_tied", "input_shape": [2, 4, 16, 16]}, 6, since=2),
-            ),
+            hidden_points=18,
             checks=CHECKS["1.5"],
         ),
     ),

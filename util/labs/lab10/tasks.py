@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Lab, Task, Tolerance
 from util.labs.lab10.public_checks import CHECKS
 
 LAB_NAME = "lab10"
@@ -44,12 +44,6 @@ RATIO = Tolerance(rtol=1e-9)
 """Intensities are ratios of exact integers: only the last bits of a float may differ."""
 LOG10 = Tolerance(atol=0.5)
 """Task 10.6's rounding difference, as log10: half a decade either way (counts stay exact)."""
-
-GPT2_SMALL = {"vocab": 50257, "n_positions": 1024, "d_model": 768, "n_layer": 12, "n_head": 12}
-TINY = {"vocab": 512, "n_positions": 128, "d_model": 64, "n_layer": 2, "n_head": 4}
-GQA_UNTIED = {**TINY, "n_kv_head": 2, "tied": False}
-MQA_WIDE = {"vocab": 1000, "n_positions": 128, "d_model": 96, "n_layer": 3, "n_head": 6, "n_kv_head": 1}
-GQA_DEEP = {"vocab": 1000, "n_positions": 128, "d_model": 96, "n_layer": 3, "n_head": 6, "n_kv_head": 2}
 
 
 def _config(fields: Mapping[str, Any]):
@@ -145,13 +139,6 @@ def _export(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return summary
 
 
-def _points(name: str, points: float, config: Mapping[str, Any], rows: list) -> Case:
-    return Case(name, {"config": dict(config), "points": rows}, points)
-
-
-def _decoding(name: str, config: Mapping[str, Any], prompt: int, new: int, seed: int, batch: int = 1) -> Case:
-    return Case(name, {"config": dict(config), "prompt": prompt, "new": new, "seed": seed, "batch": batch}, 5)
-
 
 LAB = Lab(
     name=LAB_NAME,
@@ -165,40 +152,21 @@ LAB = Lab(
                    "'gpt2_small_bytes': {'float32', 'float16', 'int8'}}",
             keys=("tiny", "tiny_bytes_fp32", "gpt2_small_bytes"),
             function="param_count", run_case=_params, grader_check=f"{JUDGE}:check_params", checks=CHECKS["10.1"],
-            cases=(
-                Case("GQA, untied head", {"config": GQA_UNTIED}, 4),
-                Case("MQA, d=96, 3 layers, vocabulary 1000", {"config": MQA_WIDE}, 4),
-                Case("GPT-2 small, by part", {"config": GPT2_SMALL}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="10.2", title="Prefill and decode MACs", answer_points=4,
             answer="{'tiny_prefill_16', 'tiny_decode_past_16', 'gpt2_prefill_512_last', 'gpt2_decode_past_512'}: MACs (ints)",
             keys=("tiny_prefill_16", "tiny_decode_past_16", "gpt2_prefill_512_last", "gpt2_decode_past_512"),
             function="macs", run_case=_macs, grader_check=f"{JUDGE}:check_macs", checks=CHECKS["10.2"],
-            cases=(
-                _points("GQA, prefill and decode", 4, GQA_UNTIED, [[12, 0, "all", 1], [1, 20, "all", 1]]),
-                _points("MQA, chunked prefill over a cache, batch 2", 4, MQA_WIDE, [[1, 100, "all", 1],
-                                                                                   [4, 60, "all", 2]]),
-                _points("logits of the last position only", 4, GQA_DEEP, [[40, 0, "last", 1], [9, 30, "last", 3]]),
-                _points("one token, empty cache", 4, TINY, [[1, 0, "all", 1], [1, 0, "last", 3]]),
-            ),
+            hidden_points=16,
         ),
         Task(
             id="10.3", title="KV-cache bytes", answer_points=2,
             answer="{'tiny_17_fp32', 'gpt2_1024_fp16', 'gpt2_1024_fp16_batch8'}: bytes (ints)",
             keys=("tiny_17_fp32", "gpt2_1024_fp16", "gpt2_1024_fp16_batch8"),
             function="kv_cache_bytes", run_case=_kv, grader_check=f"{JUDGE}:check_kv", checks=CHECKS["10.3"],
-            cases=(
-                Case("GQA and MQA TinyGPTs, batches and dtypes", {"queries": [
-                    {"config": GQA_UNTIED, "T": 17, "batch": 1, "dtype": "float32"},
-                    {"config": MQA_WIDE, "T": 33, "batch": 3, "dtype": "bfloat16"},
-                    {"config": GQA_DEEP, "T": 100, "batch": 2, "dtype": "float16"}]}, 4),
-                Case("GPT-2 small at T=1024 in float16: MHA, GQA-4, MQA", {"queries": [
-                    {"config": GPT2_SMALL, "T": 1024, "batch": 1, "dtype": "float16"},
-                    {"config": {**GPT2_SMALL, "n_kv_head": 4}, "T": 1024, "batch": 1, "dtype": "float16"},
-                    {"config": {**GPT2_SMALL, "n_kv_head": 1}, "T": 1024, "batch": 1, "dtype": "float16"}]}, 4),
-            ),
+            hidden_points=8,
         ),
         Task(
             id="10.4", title="Arithmetic intensity", answer_points=3,
@@ -206,14 +174,7 @@ LAB = Lab(
             keys=("gpt2_prefill_512", "gpt2_decode_past_512", "batch_to_ridge_10", "batch_to_ridge_100"),
             tolerance=RATIO, function="intensity", run_case=_intensity, grader_check=f"{JUDGE}:check_intensity",
             checks=CHECKS["10.4"],
-            cases=(
-                _points("decode at batch 8", 4, TINY, [[1, 64, "float32", 8, "all"], [1, 127, "float32", 8, "all"]]),
-                _points("MQA decode and prefill", 4, MQA_WIDE, [[1, 100, "float32", 1, "all"],
-                                                                [1, 100, "float16", 16, "all"],
-                                                                [32, 0, "float32", 1, "last"]]),
-                _points("GPT-2 small in float16", 4, GPT2_SMALL, [[256, 0, "float16", 1, "last"],
-                                                                  [1, 256, "float16", 4, "all"]]),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="10.5", title="Greedy decoding with a KV cache", answer_points=5,
@@ -221,12 +182,7 @@ LAB = Lab(
                    "tokens after the 8-token prompt",
             keys=("tokens", "distinct", "cache_shape", "cache_bytes", "macs_cached", "macs_uncached"),
             function="generate", run_case=_decode, grader_check=f"{JUDGE}:check_decoding", checks=CHECKS["10.5"],
-            cases=(
-                _decoding("GQA, batch of 2", {**TINY, "n_kv_head": 2}, prompt=6, new=20, seed=31, batch=2),
-                _decoding("MQA, untied head", {**TINY, "n_kv_head": 1, "tied": False}, prompt=5, new=24, seed=2),
-                _decoding("a one-token prompt", TINY, prompt=1, new=24, seed=0),
-                _decoding("3 layers, d=96", GQA_DEEP, prompt=7, new=20, seed=31),
-            ),
+            hidden_points=20,
         ),
         Task(
             id="10.6", title="ONNX export and fusions", answer_points=5,
@@ -234,10 +190,7 @@ LAB = Lab(
             keys=("nodes_before", "nodes_after", "fused", "relmax_log10"), tolerance=LOG10,
             function="export_and_optimize", run_case=_export, grader_check=f"{JUDGE}:check_export",
             checks=CHECKS["10.6"],
-            cases=(
-                Case("MQA", {"config": {**TINY, "n_kv_head": 1}, "seed": 21}, 5),
-                Case("3 layers, d=96, GQA", {"config": GQA_DEEP, "seed": 22}, 5),
-            ),
+            hidden_points=10,
         ),
     ),
 )

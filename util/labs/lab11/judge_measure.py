@@ -133,8 +133,8 @@ def _macs(module, x) -> int:
 
 
 def record_traces(folder: str | os.PathLike, runs: int = 5) -> list[str]:
-    """Record the traces the lab ships (``util/labs/lab11/traces``) into ``folder``: for ResNet-18 and
-    MobileNetV2 at 1x3x64x64, a ``torch.profiler`` Chrome trace (one warm-up, ``runs`` profiled runs, layers
+    """Record the traces the lab ships (``util/labs/lab11/traces``, and ``cases_data`` for the hidden cases' MobileNetV2
+    ones) into ``folder``: for ResNet-18 and MobileNetV2 at 1x3x64x64, a ``torch.profiler`` Chrome trace (one warm-up, ``runs`` profiled runs, layers
     annotated) and an onnxruntime profile at the EXTENDED level (one warm-up, ``runs`` runs, all in the
     profile), each gzipped. Returns the files written."""
     import tempfile
@@ -142,25 +142,25 @@ def record_traces(folder: str | os.PathLike, runs: int = 5) -> list[str]:
 
     import numpy as np
 
-    from util.labs.lab11.traces import TRACES
+    from util.labs.lab11.traces import HIDDEN_TRACES, TRACES
     from util.onnx_models import export_torchvision
     from util.onnx_session import session as onnx_session
 
     pin()
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written, names = [], {**TRACES, **HIDDEN_TRACES}
     with tempfile.TemporaryDirectory() as tmp:
         for short, model_name in (("resnet18", "resnet18_bnstats"), ("mobilenet_v2", "mobilenet_v2")):
             raw = Path(tmp) / f"{short}.json"
             _profiled(model_name, (1, 3, 64, 64), runs).export_chrome_trace(str(raw))
-            written.append(_gzip(raw, folder / TRACES[f"{short}_torch"]))
+            written.append(_gzip(raw, folder / names[f"{short}_torch"]))
             model = export_torchvision(model_name, input_shape=(1, 3, 64, 64), fold_batchnorm=True)
             session = onnx_session(model, "extended", profile_prefix=Path(tmp) / short)
             x = course_input((1, 3, 64, 64)).numpy().astype(np.float32)
             for _ in range(runs + 1):
                 session.run(None, {"input": x})
-            written.append(_gzip(Path(session.end_profiling()), folder / TRACES[f"{short}_ort"]))
+            written.append(_gzip(Path(session.end_profiling()), folder / names[f"{short}_ort"]))
     return written
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Lab, Task, Tolerance
 from util.labs.lab11.public_checks import CHECKS
 
 LAB_NAME = "lab11"
@@ -35,10 +35,6 @@ JUDGE = "util.labs.lab11.judge"
 FLOATS = Tolerance(rtol=1e-9)
 """Every float here is arithmetic on exact inputs (counts, recorded durations, scripted clocks): only the
 last bits of a float sum may differ."""
-SCRIPT_NEIGHBOUR = [80_000_000, 40_000_000, 9_500_000, 25_000_000, 9_000_000, 30_000_000, 9_200_000]
-"""A cold first call, a second slow one, then a neighbour that steals the core now and then (ns)."""
-SCRIPT_NO_WARMUP = [7_000_000, 3_000_000, 5_000_000, 3_500_000]
-
 
 def _notebook_function(fn: Callable, name: str) -> Callable:
     """The notebook's function ``name``, found in the namespace where the task's function ``fn`` was defined."""
@@ -265,28 +261,14 @@ LAB = Lab(
                    "measure_bandwidth(64) timed by fixed_timer(1e-3)}",
             keys=("cold_start", "fixed_timer"), tolerance=FLOATS,
             function="best_time", run_case=MACHINE_CASES, grader_check=f"{JUDGE}:check", checks=CHECKS["11.1"],
-            cases=(
-                Case("best_time, scripted: a cold start and a noisy neighbour",
-                     {"script_ns": SCRIPT_NEIGHBOUR, "runs": 5, "warmup": 2}, 2),
-                Case("best_time, scripted: no warm-up, 3 runs",
-                     {"script_ns": SCRIPT_NO_WARMUP, "runs": 3, "warmup": 0}, 2),
-                Case("measure_peak and measure_bandwidth with a fixed timer",
-                     {"call": "fixed", "n": 300, "mib": 3, "runs": 2, "seconds": 0.0025}, 2),
-                Case("measure_peak(448), measured", {"call": "measured", "measure": "peak", "n": 448, "runs": 10}, 3),
-                Case("measure_bandwidth(48), measured",
-                     {"call": "measured", "measure": "bandwidth", "mib": 48, "runs": 10}, 3),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="11.2", title="Intensity and bound per layer", answer_points=4,
             answer="{'ridge': ridge(GRADER_MACHINE), 'layers': layer_table(resnet, x, GRADER_MACHINE)}",
             keys=("ridge", "layers"), tolerance=FLOATS,
             function="layer_table", run_case=_layer_table, checks=CHECKS["11.2"],
-            cases=(
-                Case("MobileNetV2 @1x3x64x64", {"model": "mobilenet_v2", "shape": [1, 3, 64, 64]}, 4),
-                Case("ResNet-18 @2x3x64x64", {"model": "resnet18_bnstats", "shape": [2, 3, 64, 64]}, 4),
-                Case("MLP @16x784", {"model": "mlp", "shape": [16, 784]}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="11.3", title="Read recorded traces", answer_points=4,
@@ -294,30 +276,14 @@ LAB = Lab(
                    "'live_nodes': profiled_nodes(your ort_profile of ResNet-18)}",
             keys=("torch", "ort", "live_nodes"), tolerance=FLOATS,
             function="torch_op_table", run_case=TRACE_CASES, checks=CHECKS["11.3"],
-            cases=(
-                Case("torch_op_table: MobileNetV2 trace", {"trace": "mobilenet_v2_torch"}, 4),
-                Case("ort_op_table: MobileNetV2 profile", {"call": "ort", "trace": "mobilenet_v2_ort"}, 4),
-                Case("ort_profile: MobileNetV2 @1x3x64x64, the nodes timed",
-                     {"call": "nodes", "model": "mobilenet_v2", "shape": [1, 3, 64, 64], "runs": 2}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="11.4", title="Predicted time", answer_points=4,
             answer="predict(layer_table(resnet, x, GRADER_MACHINE), GRADER_MACHINE): a list of "
                    "{'name', 'compute_s', 'memory_s', 'seconds'}",
             tolerance=FLOATS, function="predict", run_case=_predict, checks=CHECKS["11.4"],
-            cases=(
-                Case("four layers on a wide bus", {"machine": "WIDE_BUS", "layers": [
-                    {"name": "big", "macs": 9_437_184, "bytes": 9_453_568},
-                    {"name": "small", "macs": 5_120, "bytes": 22_608},
-                    {"name": "pool", "macs": 0, "bytes": 65_536},
-                    {"name": "dense", "macs": 4_718_592, "bytes": 393_216}]}, 4),
-                Case("four layers on a slow core", {"machine": "SLOW_CORE", "layers": [
-                    {"name": "a", "macs": 1_000_000, "bytes": 6_250_000},
-                    {"name": "b", "macs": 3, "bytes": 7},
-                    {"name": "c", "macs": 524_288, "bytes": 548_864},
-                    {"name": "d", "macs": 0, "bytes": 0}]}, 4),
-            ),
+            hidden_points=8,
         ),
         Task(
             id="11.5", title="Measured against predicted", answer_points=4,
@@ -326,15 +292,7 @@ LAB = Lab(
             keys=("measured_s", "ratio", "spearman"), tolerance=FLOATS,
             function="profile_layers", run_case=PROFILE_CASES, grader_check=f"{JUDGE}:check",
             checks=CHECKS["11.5"],
-            cases=(
-                Case("spearman with ties", {"call": "spearman", "a": [3, 1, 4, 1, 5, 9, 2, 6, 5, 3],
-                                            "b": [2, 7, 1, 8, 2, 8, 1, 8, 2, 8]}, 3),
-                Case("layer_times: MobileNetV2 trace", {"call": "layer_times", "trace": "mobilenet_v2_torch"}, 3),
-                Case("profile_layers: ResNet-18 @1x3x64x64, measured",
-                     {"measure": "profile", "model": "resnet18_bnstats", "shape": [1, 3, 64, 64], "runs": 10}, 6),
-                Case("profile_layers: MobileNetV2 @1x3x64x64, measured",
-                     {"measure": "profile", "model": "mobilenet_v2", "shape": [1, 3, 64, 64], "runs": 10}, 6),
-            ),
+            hidden_points=18,
         ),
         Task(
             id="11.6", title="Batch size moves layers across the ridge", answer_points=4,
@@ -342,18 +300,7 @@ LAB = Lab(
                    "layer3.0.conv2, layer4.1.conv1 and fc of ResNet-18",
             tolerance=FLOATS, function="ridge_batch", run_case=BATCH_CASES, grader_check=f"{JUDGE}:check",
             checks=CHECKS["11.6"],
-            cases=(
-                Case("depthwise conv of MobileNetV2", {"model": "mobilenet_v2", "layer": "features.2.conv.1.0",
-                                                      "sample": [96, 32, 32], "machine": "GRADER_MACHINE"}, 3),
-                Case("first Linear of the MLP", {"model": "mlp", "layer": "0", "sample": [784],
-                                                 "machine": "GRADER_MACHINE"}, 3),
-                Case("achieved_gflops with a fixed timer", {
-                    "call": "fixed", "model": "resnet18_bnstats", "layer": "layer2.0.conv1",
-                    "sample": [64, 16, 16], "batches": [1, 3, 16], "runs": 2, "seconds": 0.004}, 2),
-                Case("achieved_gflops: layer4.1.conv1, measured", {
-                    "call": "measured", "measure": "achieved", "model": "resnet18_bnstats", "layer": "layer4.1.conv1",
-                    "sample": [512, 2, 2], "batches": [1, 8, 32], "runs": 10}, 6),
-            ),
+            hidden_points=14,
         ),
     ),
 )

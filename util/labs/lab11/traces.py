@@ -10,7 +10,8 @@ grade is exact whatever machine runs the notebook:
 * ``resnet18_1x3x64x64.ort.json.gz``: onnxruntime's profile of the same model (BatchNorm folded, exported by
   ``util.onnx_models.export_torchvision``) at the EXTENDED optimisation level, one thread, 6 runs;
 * ``mobilenet_v2_1x3x64x64.torch.json.gz`` and ``mobilenet_v2_1x3x64x64.ort.json.gz``: the same for
-  MobileNetV2 (the grader's hidden cases read these).
+  MobileNetV2, which the grader's hidden cases read: they lie in the lab's grader-only ``cases_data/`` (never in
+  the students' copy) and reach a graded kernel as bytes, only when the case runs (``util.hidden``).
 
 :func:`load_trace` reads one; :func:`annotate_layers` labels every layer call for the profiler;
 :func:`profiled_nodes` lists the nodes an onnxruntime profile timed; :func:`ort_session` and
@@ -25,7 +26,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 FOLDER = Path(__file__).resolve().with_name("traces")
-"""Where the recorded traces lie."""
+"""Where the recorded traces students get lie."""
+HIDDEN_FOLDER = Path(__file__).resolve().with_name("cases_data")
+"""Where the hidden cases' recorded traces lie (grader-only)."""
 LAYER_PREFIX = "layer:"
 """Name prefix of the ``record_function`` around each layer call: ``layer:layer4.1.conv1``."""
 KERNEL_SUFFIX = "_kernel_time"
@@ -33,10 +36,13 @@ KERNEL_SUFFIX = "_kernel_time"
 TRACES = {
     "resnet18_torch": "resnet18_1x3x64x64.torch.json.gz",
     "resnet18_ort": "resnet18_1x3x64x64.ort.json.gz",
+}
+"""The recorded traces students get, by short name."""
+HIDDEN_TRACES = {
     "mobilenet_v2_torch": "mobilenet_v2_1x3x64x64.torch.json.gz",
     "mobilenet_v2_ort": "mobilenet_v2_1x3x64x64.ort.json.gz",
 }
-"""The recorded traces by short name."""
+"""The hidden cases' recorded traces (in :data:`HIDDEN_FOLDER`), by short name."""
 
 
 def trace_path(name: str) -> Path:
@@ -47,9 +53,12 @@ def trace_path(name: str) -> Path:
         raise KeyError(f"no recorded trace {name!r}; the traces are {', '.join(TRACES)}") from None
 
 
-def load_trace(name: str) -> Any:
-    """Recorded trace ``name`` as Python objects: a ``torch.profiler`` Chrome trace is a dict whose
-    ``"traceEvents"`` list holds the events; an onnxruntime profile is a list of events."""
+def load_trace(name: str | bytes) -> Any:
+    """Recorded trace ``name`` (a key of :data:`TRACES`, or a trace file's gzipped bytes, as a hidden case
+    receives it) as Python objects: a ``torch.profiler`` Chrome trace is a dict whose ``"traceEvents"`` list
+    holds the events; an onnxruntime profile is a list of events."""
+    if isinstance(name, (bytes, bytearray)):
+        return json.loads(gzip.decompress(bytes(name)).decode("utf-8"))
     with gzip.open(trace_path(name), "rt", encoding="utf-8") as handle:
         return json.load(handle)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Lab, Task, Tolerance
 from util.labs.lab12.public_checks import CHECKS
 
 LAB_NAME = "lab12"
@@ -124,15 +124,6 @@ def _train(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return save_arrays({"train": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
 
 
-def _chain(widths: list[int], batch: int, budget: int) -> dict[str, Any]:
-    return {"widths": widths, "batch": batch, "budget": budget}
-
-
-_A = 4 * 128 * 256
-"""One activation of the notebook's chain (batch 128, width 256): 131,072 bytes."""
-_MIXED = [128, 512, 256, 64, 512, 384, 128, 256, 512, 64, 192, 448, 128, 320, 512, 256, 96, 384, 512, 160, 64, 448,
-          256, 128, 512, 320, 64, 256, 384, 192, 128]
-"""The widths of a 30-block chain (too many plans to try them all: 2^29)."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -146,13 +137,7 @@ LAB = Lab(
             answer="{parameter: float(norm of its gradient)} for the MLP on 64 digits (w0, b0, w1, b1, w2, b2)",
             keys=("w0", "b0", "w1", "b1", "w2", "b2"), tolerance=GRADIENTS,
             function="grad", run_case=_grad, grader_check=f"{JUDGE}:check_grads", checks=CHECKS["12.1"],
-            cases=(
-                Case("residual MLP (a tensor read twice)", {"graph": "residual_mlp", "batch": 32, "start": 200}, 5),
-                Case("biases and a scale broadcast over the batch and the pixels",
-                     {"graph": "broadcast", "batch": 16, "start": 300}, 5),
-                Case("DigitsCNN without BatchNorm", {"graph": "digits_cnn", "batch": 32, "start": 400}, 5),
-                Case("one weight used by two layers", {"graph": "tied", "batch": 24, "start": 500}, 5),
-            ),
+            hidden_points=20,
         ),
         Task(
             id="12.2", title="Training memory", answer_points=4,
@@ -160,26 +145,14 @@ LAB = Lab(
                    "'saved_activations', 'total'} in bytes",
             keys=("weights", "grads", "optimizer_state", "saved_activations", "total"),
             function="training_memory", run_case=_memory, grader_check=f"{JUDGE}:check_memory", checks=CHECKS["12.2"],
-            cases=(
-                Case("8 Linear+ReLU blocks at batch 128, SGD", {"model": "chain8", "batch": [128, 256],
-                                                                "optimizer": "sgd"}, 4),
-                Case("an MLP with a frozen first layer, momentum", {"model": "frozen_mlp", "batch": [32, 64],
-                                                                   "optimizer": "momentum"}, 4),
-                Case("DigitsCNN at batch 16 (BatchNorm in train mode), Adam",
-                     {"model": "digits_cnn", "batch": [16, 1, 8, 8], "optimizer": "adam"}, 4),
-                Case("a weight two layers share, Adam", {"model": "tied_mlp", "batch": [16, 64], "optimizer": "adam"}, 4),
-            ),
+            hidden_points=16,
         ),
         Task(
             id="12.3", title="Peak over the forward and backward passes", answer_points=3,
             answer="training_peak(*training_graph(chain, batch 128)): {'peak_bytes': int, 'peak_at': step name}",
             keys=("peak_bytes", "peak_at"),
             function="training_peak", run_case=_peak, checks=CHECKS["12.3"],
-            cases=(
-                Case("residual MLP at batch 64", {"graph": "residual_mlp", "batch": 64, "start": 0}, 4),
-                Case("DigitsCNN without BatchNorm at batch 64", {"graph": "digits_cnn", "batch": 64, "start": 0}, 4),
-                Case("broadcast biases and a scale at batch 16", {"graph": "broadcast", "batch": 16, "start": 0}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="12.4", title="Checkpointing plan", answer_points=4,
@@ -187,12 +160,7 @@ LAB = Lab(
                    "{'sqrt_rule_recompute_macs', 'sqrt_rule_peak_bytes'} of the sqrt(n) plan [0, 3, 6]",
             keys=("recompute_macs", "within_budget", "sqrt_rule_recompute_macs", "sqrt_rule_peak_bytes"),
             function="checkpoint_plan", run_case=_plan, grader_check=f"{JUDGE}:check_plan", checks=CHECKS["12.4"],
-            cases=(
-                Case("a budget every plan fits: no checkpointing", _chain([256] * 7, 128, 2 << 20), 4),
-                Case("a budget below every plan's peak: ValueError", _chain([256] * 9, 128, 7 * _A - 1), 4),
-                Case("wide and narrow blocks in turn", _chain([64, 512] * 6 + [64], 128, 1_400_000), 4),
-                Case("30 blocks of mixed widths", _chain(_MIXED, 16, 500_000), 4),
-            ),
+            hidden_points=16,
         ),
         Task(
             id="12.5", title="Train on the digits", answer_points=5,
@@ -200,10 +168,7 @@ LAB = Lab(
             keys=("test_accuracy", "eval_mode"), tolerance=ACCURACY,
             function="train", run_case=_train, grader_check="util.labs.lab12.judge_training:check_training",
             checks=CHECKS["12.5"],
-            cases=(
-                Case("trained again by the grader from a fresh DigitsCNN: 97 % within 10 s",
-                     {"seed": 1, "epochs": 4, "seconds": 10, "min_accuracy": 0.97}, 15),
-            ),
+            hidden_points=15,
         ),
     ),
 )

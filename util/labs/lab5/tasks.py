@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Lab, Task, Tolerance
 from util.labs.lab5.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab5"
@@ -32,9 +32,6 @@ SUMS = Tolerance(rtol=1e-4)
 TABLE = Tolerance(rtol=1e-9)
 """Task 5.4's statistics, computed in float64 from float32 or float16 records."""
 
-
-def _conv(**kwargs: Any) -> dict[str, Any]:
-    return {"in_channels": 8, "out_channels": 8, "kernel_size": 3, "padding": 1, "bias": False, **kwargs}
 
 
 def _call_fold_conv(fn: Callable, spec: Mapping[str, Any]) -> Any:
@@ -152,16 +149,7 @@ LAB = Lab(
             answer="describe_conv(fold_conv_bn(resnet.conv1, resnet.bn1))", keys=CONV_SUMMARY, tolerance=SUMS,
             function="fold_conv_bn", run_case=_call_fold_conv, grader_check=f"{JUDGE}:check_fold_conv",
             checks=PUBLIC["5.1"],
-            cases=(
-                Case("conv with a bias", {"conv": _conv(in_channels=6, bias=True), "seed": 11}, 3),
-                Case("grouped, stride 2, BN eps 1e-3",
-                     {"conv": _conv(out_channels=12, stride=2, groups=4), "bn": {"eps": 1e-3}, "seed": 12}, 3),
-                Case("depthwise, dilated, BN affine=False",
-                     {"conv": _conv(padding=2, dilation=2, groups=8), "bn": {"affine": False}, "seed": 13}, 3),
-                Case("reflect padding, 3x5 kernel, a bias",
-                     {"conv": _conv(in_channels=4, out_channels=6, kernel_size=[3, 5], padding=[1, 2],
-                                    padding_mode="reflect", bias=True), "seed": 14}, 3),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="5.2", title="Fold a whole model", answer_points=4,
@@ -169,43 +157,26 @@ LAB = Lab(
             keys=("bn_before", "bn_after", "conv", "nodes_before", "nodes_after", "output_log10_max_rel"),
             tolerance=LOG10, function="fold_model", run_case=_call_fold_model,
             grader_check=f"{JUDGE}:check_fold_model", checks=PUBLIC["5.2"],
-            cases=(
-                Case("mobilenet_v3_small (BN eps 1e-3)",
-                     {"model": "mobilenet_v3_small", "input": [2, 3, 64, 64], "seed": 15}, 4),
-                Case("densenet121 (pre-activation BNs)",
-                     {"model": "densenet121", "input": [1, 3, 64, 64], "seed": 16}, 4),
-                Case("course net: a shared conv output, a BN after a pool",
-                     {"model": "tiny_shared", "input": [2, 3, 16, 16], "seed": 17}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="5.3", title="Breakpoints and records", answer_points=3,
             answer="{'names': record(gm, x)'s keys in order, 'shapes': {name: shape}} for ResNet-18",
             keys=("names", "shapes"), function="record", run_case=_call_record,
             grader_check=f"{JUDGE}:check_records", checks=PUBLIC["5.3"],
-            cases=(
-                Case("resnet34", {"model": "resnet34", "input": [2, 3, 64, 64], "seed": 18}, 4),
-                Case("course net: relu(add) written five ways",
-                     {"model": "tiny_res", "input": [2, 4, 8, 8], "seed": 19}, 4),
-                Case("ResNet-18 folded by PyTorch's fuser",
-                     {"model": "resnet18_bnstats", "input": [2, 3, 32, 32], "seed": 20, "fold": True}, 4),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="5.4", title="Compare records", answer_points=4,
             answer="compare_records(a, b) on the notebook's synthetic pair: a list of row dicts",
             tolerance=TABLE, function="compare_records", run_case=_call_compare, checks=PUBLIC["5.4"],
-            cases=(
-                Case("an all-zero reference", {"seed": 21, "kind": "zero_reference"}, 4),
-                Case("float16 values near 65504", {"seed": 22, "kind": "float16_extremes"}, 4),
-            ),
+            hidden_points=8,
         ),
         Task(
             id="5.5", title="Error budget across dtypes", answer_points=10,
             answer="error_table(resnet, x): five log10 values and an int", keys=ERROR_TABLE, tolerance=LOG10,
             function="error_table", run_case=_call_error_table, checks=PUBLIC["5.5"],
-            cases=(Case("course net with a shared conv output, 8x3x32x32",
-                        {"model": "tiny_shared", "input": [8, 3, 32, 32], "seed": 5}, 10),),
+            hidden_points=10,
         ),
         Task(
             id="5.6", title="AvgAdd: valid only sometimes", answer_points=2,
@@ -213,33 +184,14 @@ LAB = Lab(
             keys=("include_pad", "exclude_pad_is_none", "forced_border_error"), tolerance=SUMS,
             function="avg_add_to_conv", run_case=_call_avg_add, grader_check=f"{JUDGE}:check_avg_add",
             checks=PUBLIC["5.6"],
-            cases=(
-                Case("k5 s1 p2, count_include_pad=False",
-                     {"pool": {"kernel_size": 5, "stride": 1, "padding": 2, "count_include_pad": False},
-                      "channels": 6}, 3),
-                Case("k2 s2 p0, count_include_pad=False",
-                     {"pool": {"kernel_size": 2, "stride": 2, "padding": 0, "count_include_pad": False},
-                      "channels": 5}, 3),
-                Case("k3 s2 p0, ceil_mode=True",
-                     {"pool": {"kernel_size": 3, "stride": 2, "padding": 0, "ceil_mode": True}, "channels": 4}, 3),
-                Case("k5 s1 p2, count_include_pad=False, divisor_override=25",
-                     {"pool": {"kernel_size": 5, "stride": 1, "padding": 2, "count_include_pad": False,
-                               "divisor_override": 25}, "channels": 3}, 3),
-            ),
+            hidden_points=12,
         ),
         Task(
             id="5.7", title="ConvAdd: merging two convolutions", answer_points=2,
             answer="describe_conv(merge_conv_add(first, second)) for the notebook's pair", keys=CONV_SUMMARY,
             tolerance=SUMS, function="merge_conv_add", run_case=_call_conv_add,
             grader_check=f"{JUDGE}:check_conv_add", checks=PUBLIC["5.7"],
-            cases=(
-                Case("one bias missing, stride 2",
-                     {"first": _conv(in_channels=3, stride=2), "second": _conv(in_channels=5, stride=2, bias=True),
-                      "seed": 23}, 3),
-                Case("padding modes differ",
-                     {"first": _conv(in_channels=4, bias=True),
-                      "second": _conv(in_channels=4, bias=True, padding_mode="reflect"), "seed": 24}, 3),
-            ),
+            hidden_points=6,
         ),
     ),
 )

@@ -20,19 +20,11 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Release, Task
+from util.contract import Lab, Release, Task
 from util.labs.lab7.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab7"
 JUDGE = "util.labs.lab7.judge"
-CUSTOM_LISTS = {"target": ["MatMul", "Softmax"], "fp32": ["LayerNormalization", "Relu"],
-                "widest": ["Add", "Mul", "Concat"], "follow": ["Shape", "Reshape", "Abs", "Sub"],
-                "conditional": [["LpNormalization", "p", [1]]]}
-"""Lists unlike the defaults (a hidden case of 7.1): a function that hard-codes the defaults fails it."""
-RESNET_EXCLUDED = ["/conv1/Conv", "/fc/Gemm"]
-SEARCH = {"rtol": 1e-2, "atol": 1e-3}
-"""Task 7.5's tolerance: emulated outputs within ``atol + rtol * |float32 output|`` of the float32 ones."""
-
 
 def _model_and_lists(spec: Mapping[str, Any]):
     from util.labs.lab7.graphs import build
@@ -96,13 +88,6 @@ def prepare() -> None:
     resnet18(folded=True)
 
 
-FP16_PARAMS_CASES = (
-    Case("mixer, parameters in float16", {"model": "mixer", "lists": "default", "fp16_params": True}, 3),
-    Case("ResNet-18 BN folded, parameters in float16", {"model": "resnet18_folded", "lists": "default",
-                                                        "fp16_params": True}, 3),
-)
-"""Task 7.3's hidden cases (the same in both releases)."""
-
 
 def _convert_cast_params(fn: Callable, spec: Mapping[str, Any]) -> Any:
     """Release 1's task 7.3: the student's ``convert`` with ``cast_params=True`` (release 2 made it
@@ -130,7 +115,7 @@ RELEASES = (
                        "ResNet-18",
                 keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
                 function="convert", run_case=_convert_cast_params, grader_check=f"{JUDGE}:check_converted",
-                cases=FP16_PARAMS_CASES),)),
+                hidden_points=6),)),
 )
 """The lab's changelog (``Lab.releases``); release 1's task 7.3 called ``convert(..., cast_params=True)``."""
 
@@ -147,54 +132,34 @@ LAB = Lab(
             id="7.1", title="Classify nodes", answer_points=5,
             answer="node_dtypes(resnet18, DEFAULT_LISTS): a dict node name -> 'float16' or 'float32'",
             function="node_dtypes", run_case=_classify, checks=PUBLIC["7.1"],
-            cases=(
-                Case("mixer, default lists", {"model": "mixer", "lists": "default"}, 5),
-                Case("mixer, other lists, mm2 excluded", {"model": "mixer", "lists": CUSTOM_LISTS,
-                                                          "excluded": ["mm2"]}, 5),
-                Case("ResNet-18, conv1 and fc excluded", {"model": "resnet18", "lists": "default",
-                                                         "excluded": RESNET_EXCLUDED}, 5),
-            ),
+            hidden_points=15,
         ),
         Task(
             id="7.2", title="Insert casts", answer_points=5,
             answer="summarize(convert(resnet18, DEFAULT_LISTS)): the dict summarize returns",
             keys=("nodes", "casts", "casts_to_fp16", "fp16_nodes", "param_bytes", "output_dtypes"),
             function="convert", run_case=_convert, grader_check=f"{JUDGE}:check_converted", checks=PUBLIC["7.2"],
-            cases=(
-                Case("mixer", {"model": "mixer", "lists": "default"}, 5),
-                Case("frag", {"model": "frag", "lists": "default"}, 5),
-                Case("ResNet-18, BN folded", {"model": "resnet18_folded", "lists": "default"}, 5),
-                Case("ResNet-18, conv1 and fc excluded", {"model": "resnet18", "lists": "default",
-                                                         "excluded": RESNET_EXCLUDED}, 5),
-            ),
+            hidden_points=20,
         ),
         Task(
             id="7.3", title="Cast parameters offline", answer_points=4,
             answer="a dict {'casts', 'fp16_initializers', 'param_bytes_before', 'param_bytes_after'} for ResNet-18",
             keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
             function="convert_fp16_params", run_case=_convert, grader_check=f"{JUDGE}:check_converted",
-            checks=PUBLIC["7.3"], cases=FP16_PARAMS_CASES,
+            checks=PUBLIC["7.3"], hidden_points=6,
         ),
         Task(
             id="7.4", title="Emulate fp16 on a CPU", answer_points=5,
             answer="a dict {'zero_rows', 'nonfinite_rows', 'onnxruntime_zero_rows'} for frag in float16",
             keys=("zero_rows", "nonfinite_rows", "onnxruntime_zero_rows"),
             function="emulate_fp16", run_case=_emulate, grader_check=f"{JUDGE}:check_emulated", checks=PUBLIC["7.4"],
-            cases=(
-                Case("RMS chain, all float16", {"model": "rms_chain", "all_fp16": True}, 5),
-                Case("toy in mixed precision", {"model": "toy_mixed"}, 5),
-                Case("ResNet-18, all float16", {"model": "resnet18", "all_fp16": True}, 5),
-            ),
+            hidden_points=15,
         ),
         Task(
             id="7.5", title="Minimal fp32 list", answer_points=5,
             answer="auto_fp32(frag(), frag_feeds(), all_fp16_lists(frag()), rtol=1e-2, atol=1e-3): node names in graph order",
             function="auto_fp32", run_case=_search, grader_check=f"{JUDGE}:check_fp32_list", checks=PUBLIC["7.5"],
-            cases=(
-                Case("RMS chain", {"model": "rms_chain", **SEARCH}, 7),
-                Case("gate", {"model": "gate", **SEARCH}, 8),
-                Case("ResNet-18", {"model": "resnet18", **SEARCH}, 5),
-            ),
+            hidden_points=20,
         ),
     ),
 )
