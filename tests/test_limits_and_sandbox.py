@@ -261,3 +261,25 @@ def test_files_derived_from_grader_only_ones_are_not_shown_either(tmp_path):
     finally:
         for copy in copies:
             copy.unlink(missing_ok=True)
+
+
+def test_a_withheld_data_set_reads_as_empty_in_the_sandbox(tmp_path):
+    """What a judge evaluates on (the digits) can be kept from a student process it re-runs code in: unreadable."""
+    import subprocess
+    import sys
+
+    from util.data import WITHHELD
+
+    if not confinement.available():
+        pytest.skip("bubblewrap is not usable here; .ci/run installs it")
+    for name in (".tmp", ".shm"):
+        (tmp_path / name).mkdir()
+    files = WITHHELD["digits"]()
+    assert files and all(f.stat().st_size > 1000 for f in files)
+    code = ("import sys\ndef size(p):\n    try:\n        return len(open(p, 'rb').read())\n    except OSError:\n"
+            "        return -1\nprint(*[size(p) for p in sys.argv[1:]])")
+    for withhold, expect in (((), [f.stat().st_size for f in files]), (files, [-1] * len(files))):
+        done = subprocess.run(sandbox.bwrap_args(tmp_path, withhold=withhold) + [sys.executable, "-c", code,
+                                                                                *map(str, files)],
+                              capture_output=True, text=True, timeout=60)
+        assert [int(n) for n in done.stdout.split()] == expect, done.stderr

@@ -8,8 +8,11 @@ lab that trains or evaluates on digits (labs 9 and 12) and the grader see the sa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # importing this module (the grader does, for WITHHELD) loads no torch
+    import torch
 
 TRAIN = 1437
 """Images in the training set (the rest, 360, are the test set)."""
@@ -29,6 +32,21 @@ class DigitsSplit:
     """Their labels, 0..9."""
 
 
+def digits_files() -> tuple[Path, ...]:
+    """The files :func:`digits_split` reads: scikit-learn's bundled ``digits.csv.gz`` (and its description).
+    A judge withholds them from a student process (``util.student_process.StudentProcess.start(...,
+    withhold=("digits",))``), so code the grader re-runs cannot read the images it is evaluated on."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sklearn.datasets")
+    root = Path(spec.origin).resolve().parent  # without importing scikit-learn
+    return tuple(p for p in (root / "data" / "digits.csv.gz", root / "descr" / "digits.rst") if p.is_file())
+
+
+WITHHELD = {"digits": digits_files}
+"""Data sets a judge may withhold from a student process, by name -> the files that hold them."""
+
+
 def digits_split(seed: int = 0) -> DigitsSplit:
     """The digits scaled by 1/16 and split by ``torch.randperm(1797)`` seeded with ``seed``: the first
     1,437 of the permutation train, the last 360 test. The same ``seed`` gives the same split on every
@@ -38,6 +56,7 @@ def digits_split(seed: int = 0) -> DigitsSplit:
     >>> split.x_train.shape, split.x_test.shape
     (torch.Size([1437, 1, 8, 8]), torch.Size([360, 1, 8, 8]))
     """
+    import torch
     from sklearn.datasets import load_digits
 
     digits = load_digits()

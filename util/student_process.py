@@ -183,10 +183,13 @@ class StudentProcess:
 
     @classmethod
     def start(cls, harness: str, *, cpu: int | None = None, max_data: int = MAX_DATA,
-              seconds: float = 60.0) -> "StudentProcess":
+              seconds: float = 60.0, withhold: tuple[str, ...] = ()) -> "StudentProcess":
         """Ask the grader for a student process running ``harness`` (``"util.labs.labN.module:function"``),
-        pinned to ``cpu`` if given; it may run for ``seconds`` at most (then the grader ends it)."""
-        reply, fds = _ask({"start": {"harness": harness, "cpu": cpu, "seconds": seconds}})
+        pinned to ``cpu`` if given; it may run for ``seconds`` at most (then the grader ends it).
+        ``withhold``: course data sets (keys of :data:`util.data.WITHHELD`, e.g. ``"digits"``) whose files the
+        process must not read (they cannot be read there): what the judge evaluates on, it sends itself."""
+        reply, fds = _ask({"start": {"harness": harness, "cpu": cpu, "seconds": seconds,
+                                     "withhold": list(withhold)}})
         if len(fds) != 1 or not isinstance(reply.get("id"), int):
             Channel._close_fds(fds)
             raise ChannelError("the grader did not hand over a student process")

@@ -77,14 +77,15 @@ def launcher(spec: dict, python: str = sys.executable) -> list[str]:
 
 def command_prefix(scratch: Path, *, sandboxed: bool, ids: tuple[int, int] | None, limits: Limits | None = None,
                    cgroup: Path | None = None, readable: tuple[Path, ...] = (),
-                   writable: bool = True, reveal: tuple[Path, ...] = (), cpus: tuple[int, ...] = ()) -> list[str]:
+                   writable: bool = True, reveal: tuple[Path, ...] = (), cpus: tuple[int, ...] = (),
+                   withhold: tuple[Path, ...] = ()) -> list[str]:
     """The prefix that runs a command confined in ``scratch``: in ``cgroup`` (its ``cgroup.procs``),
     under ``limits``' rlimits, as the user ``ids`` (``None``: the grader's own, e.g. a non-root
     grader: :func:`grader.execute.confinement.student_ids` says which), and in the sandbox when ``sandboxed``.
 
     ``reveal``: the labs' grader-only files this sandbox may read (a judge process: its own lab's
     judges; anything that runs student code: none). ``cpus``: the CPUs it (and everything it starts) may
-    run on.
+    run on. ``withhold``: files the sandbox cannot read (data the process is evaluated on).
     """
     limits = limits or Limits()
     outer: dict = {"cgroup": str(cgroup)} if cgroup is not None else {}
@@ -106,4 +107,5 @@ def command_prefix(scratch: Path, *, sandboxed: bool, ids: tuple[int, int] | Non
     if filtered is not None:
         inner["seccomp"] = filtered.hex()
     return ((launcher(outer) if outer else [])
-            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, reveal=reveal) + launcher(inner))
+            + sandbox.bwrap_args(scratch, readable=readable, writable=writable, reveal=reveal, withhold=withhold)
+            + launcher(inner))

@@ -10,10 +10,11 @@ Inside the sandbox the student's code (the kernel and everything it starts, a co
   Nothing can be remounted: the mounts belong to a namespace the student's user holds no
   capability in. A non-root grader's sandbox also forbids creating further user namespaces;
 * sees a read-only system (``/usr``, ``/etc``), the Python installation, and of this repository
-  only ``util/`` (what notebooks import; each lab's grader-only files, its judges and mistakes,
-  which hold or quote solutions, read as empty), the export caches (``build/onnx``, ``build/torchscript``) and any extra lab
-  folders the registry names (``$COURSE_LAB_DIRS``): ``grader/`` with its references,
-  ``solutions/``, the other submissions and the gradebook are simply not there;
+  only ``util/`` and any extra lab folders the registry names (``$COURSE_LAB_DIRS``), file by file from
+  an allowlist (:func:`util.labs.shown_files`: what students hold; never a lab's grader-only files, its
+  hidden cases, judges and mistakes, nor bytecode or a copy of them), and the export caches
+  (``build/onnx``, ``build/torchscript``): ``grader/`` with its references, ``solutions/``, the other
+  submissions and the gradebook are simply not there;
 * can write only in its scratch folder (the notebook's working directory). Its ``/tmp`` and
   ``/dev/shm`` are folders inside the scratch folder, so they count against the disk limit and
   cannot hold memory outside the memory limit; the rest of ``/dev`` is read-only;
@@ -125,7 +126,7 @@ def _parents(path: Path, made: set[Path]) -> list[str]:
 
 
 def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool = True,
-               reveal: tuple[Path, ...] = ()) -> list[str]:
+               reveal: tuple[Path, ...] = (), withhold: tuple[Path, ...] = ()) -> list[str]:
     """The ``bwrap`` command prefix (up to ``--``) that runs a command sandboxed in ``scratch``.
 
     ``scratch`` must hold the folders ``.tmp`` and ``.shm`` (the sandbox's ``/tmp`` and
@@ -133,7 +134,8 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     read-only too (its ``.tmp`` stays writable). The course's folders (``util/``, extra lab folders) are
     shown file by file from an allowlist (:func:`util.labs.shown_files`): sources and data, never a lab's
     grader-only files (hidden cases, judges, mistakes), their bytecode or any other derived file, except
-    those in ``reveal`` (a judge process: its own lab's judges and cases).
+    those in ``reveal`` (a judge process: its own lab's judges and cases). ``withhold``: files that cannot be
+    read there (a data set a student process is evaluated on).
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -166,6 +168,8 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
                     args += ["--perms", "0755", "--dir", str(root / parent)]
             args += ["--ro-bind", str(path), str(path)]
         args += ["--remount-ro", str(root)]
+    for path in withhold:
+        args += ["--ro-bind", "/dev/null", str(Path(path).resolve())]
     for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
         args += ["--dev-bind", str(path), str(path)]
     args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]

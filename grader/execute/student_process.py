@@ -167,9 +167,15 @@ class StudentProcess:
 
 
 def start(ident: int, harness: str, *, sandboxed: bool, ids: tuple[int, int] | None, limits: Limits,
-          cpu: int | None = None, seconds: float = 60.0) -> tuple[StudentProcess, socket.socket]:
+          cpu: int | None = None, seconds: float = 60.0,
+          withhold: tuple[Path, ...] = ()) -> tuple[StudentProcess, socket.socket]:
     """A student process running ``harness`` and the socket to hand the judge (connected to it, the
-    harness named and ready). Raises ``ChannelError`` when it does not start."""
+    harness named and ready); ``withhold``: files it cannot read (a data set the judge evaluates on).
+    Raises ``ChannelError`` when it does not start, or when files are to be withheld without a sandbox
+    (nothing could keep them from it)."""
+    if withhold and not sandboxed:
+        raise ChannelError("a student process cannot be kept from the data it is evaluated on without the "
+                           "sandbox (bubblewrap): install it, or grade this task elsewhere")
     scratch = disk.Scratch.create("student", disk=DISK, owner=ids, filesystem=False)
     for name in (disk.TMP, disk.SHM, disk.HOME):
         scratch.folder(name)
@@ -178,7 +184,7 @@ def start(ident: int, harness: str, *, sandboxed: bool, ids: tuple[int, int] | N
     try:
         command = launch.command_prefix(scratch.path, sandboxed=sandboxed, ids=ids, limits=limits,
                                          cgroup=group.procs_file if group else None,
-                                         cpus=(cpu,) if cpu is not None else ())
+                                         cpus=(cpu,) if cpu is not None else (), withhold=withhold)
         env = {**judge_env(scratch.path, sandboxed), CHANNEL_FD_ENV: str(theirs.fileno())}
         process = psutil.Popen(command + [sys.executable, "-c", BOOT], pass_fds=(theirs.fileno(),),
                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

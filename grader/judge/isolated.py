@@ -33,6 +33,7 @@ from grader.execute import cgroups, confinement, disk, launch, student_process
 from grader.execute.scratch import judge_env
 from grader.execute.watchdog import Watchdog
 from util import labs
+from util.data import WITHHELD
 from util.student_process import SERVICE_FD_ENV, Channel, ChannelError
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -129,10 +130,14 @@ class _Service:
                 raise ValueError(f"a judge may start at most {self.MAX_STUDENTS} student processes")
             cpu = request.get("cpu")
             seconds = min(float(request.get("seconds") or self.timeout), float(self.timeout))
+            withheld = request.get("withhold") or []
+            if not isinstance(withheld, list) or not all(name in WITHHELD for name in withheld):
+                raise ValueError(f"withhold names data sets the course has: {', '.join(WITHHELD)}")
             self.started += 1
             record, sock = student_process.start(
                 self.started, harness, sandboxed=self.sandboxed, ids=confinement.student_ids(self.sandboxed),
-                limits=self.limits, cpu=int(cpu) if cpu is not None else None, seconds=seconds)
+                limits=self.limits, cpu=int(cpu) if cpu is not None else None, seconds=seconds,
+                withhold=tuple(path for name in withheld for path in WITHHELD[name]()))
             self.students[record.ident] = record
             return {"id": record.ident}, sock
         for verb in ("stats", "pause", "resume", "reset_peak", "stop"):
