@@ -77,6 +77,32 @@ def test_function_results_are_judged_as_the_grader_stores_them():
     assert task_report(lab, task, {"shape": lambda: (1, 2)}, {}).passed
 
 
+def test_a_class_the_task_asks_for_reaches_its_checks_as_it_is():
+    """A task may ask for a class (lab 15's tokenizer and allocator): its checks make instances and call their
+    methods, class methods included, so the class is passed unchanged (a function's results are still stored
+    as JSON, above)."""
+    class Counter:
+        def __init__(self, start):
+            self.count = start
+
+        @classmethod
+        def zero(cls):
+            return cls(0)
+
+        def add(self, n):
+            self.count += n
+            return (self.count,)
+
+    def uses(cls) -> str | None:
+        counter = cls.zero()
+        return equal(counter.add(2), (2,), "Counter.zero().add(2)")
+
+    task = Task(id="900.3", title="Class", answer_points=1, answer="a class", function="Counter",
+                checks=(Check("counts", uses, "", calls_function=True),))
+    lab = Lab(name="lab900", title="", notebook="lab900.ipynb", tasks=(task,))
+    assert task_report(lab, task, {"Counter": Counter}, {}).passed
+
+
 def test_check_in_a_notebook_uses_the_exported_answer_and_the_callers_functions(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path))
     total = 6624904  # GoogLeNet's documented count, which one of the checks compares with
