@@ -1,0 +1,103 @@
+"""Lab 15's hidden cases: the inputs the grader runs the student's functions on, which the notebook never shows.
+
+Grader-only (``util.labs.GRADER_ONLY``): never in the students' copy, the student image or a graded kernel,
+which receives each case's input only when the grader runs it (``util.hidden``). ``tasks.py`` states what
+each task's cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
+
+Seeds listed in ``seeds`` make a valid case whatever their value (random pools, random traces, Poisson
+arrivals sized so that any draw is under memory pressure, or not); the seeds of task 15.6 were chosen for
+their argmax margins (``tests/labs/test_lab15_lab.py`` measures them) and are never redrawn.
+"""
+from __future__ import annotations
+
+from util.contract import Case
+
+TINY = {"vocab": 512, "n_positions": 128, "d_model": 64, "n_layer": 2, "n_head": 4}
+GQA_DEEP = {"vocab": 1000, "n_positions": 128, "d_model": 96, "n_layer": 3, "n_head": 6, "n_kv_head": 2}
+MQA = {**TINY, "n_kv_head": 1, "tied": False}
+
+_RANKS = [["61", "61"], ["62", "63"], ["6161", "61"], ["61", "62"], ["6162", "63"], ["3d", "3d"], ["3d3d", "3d3d"],
+          ["20", "61"], ["2061", "6161"], ["63", "63"]]
+"""Merges (hex pairs) where the order of application matters: ``aa`` before ``ab``, ``bc`` before ``abc``."""
+
+CASES = {
+    "15.1": (
+        Case("UTF-8 text: accents, Greek, Cyrillic, CJK and emoji",
+             {"text": {"$file": "cases_data/multilingual.txt"}, "merges": 60,
+              "encode": "Zoë's naïve résumé: 東京で 🙂🙂, κόσμε, мир; Ünïcödé ✓ never seen"}, 4),
+        Case("a synthetic text where ties decide most merges",
+             {"seed": 1515, "words": 1500, "merges": 90, "encode": "abcde edcba aaaaa b cc ddd"}, 4,
+             seeds=("seed",)),
+        Case("encoding applies merges by rank, not left to right",
+             {"given": _RANKS, "encode": "aaaaa abc abcc aab ====== = == ccc aaab a aa"}, 4),
+    ),
+    "15.2": (
+        Case("GQA in float16, lengths around the block size",
+             {"config": {**TINY, "n_kv_head": 2}, "lengths": [1, 15, 16, 17, 33, 100], "reserved": [128] * 6,
+              "block_size": 16, "dtype": "float16"}, 2),
+        Case("a shared prompt of 37 tokens across 5 sequences, bfloat16",
+             {"config": GQA_DEEP, "lengths": [40, 52, 38, 90, 64], "reserved": [128] * 5, "block_size": 8,
+              "dtype": "bfloat16", "shared": 37}, 2),
+        Case("a shared prompt filling its blocks exactly, one-token blocks beside",
+             {"config": MQA, "lengths": [32, 64, 96, 33], "reserved": [96, 96, 96, 40], "block_size": 32,
+              "dtype": "float32", "shared": 32}, 2),
+    ),
+    "15.3": (
+        Case("parallel sampling: a prompt forked into four, freed before its forks",
+             {"num_blocks": 16, "block_size": 4, "ops": [
+                 ["allocate", 0, 10], ["fork", 0, 1], ["fork", 0, 2], ["fork", 0, 3], ["append", 1], ["append", 2],
+                 ["append", 0], ["append", 3], ["free", 0], ["append", 1], ["append", 1], ["append", 2],
+                 ["append", 2], ["append", 2], ["free", 3], ["free", 1], ["append", 2], ["free", 2]]}, 4),
+        Case("forks at a block boundary, and forks of forks",
+             {"num_blocks": 20, "block_size": 4, "ops": [
+                 ["allocate", 5, 8], ["fork", 5, 6], ["append", 6], ["append", 5], ["fork", 6, 7], ["append", 7],
+                 ["append", 6], ["fork", 7, 8], ["fork", 8, 9], ["append", 9], ["append", 8], ["append", 7],
+                 ["free", 6], ["free", 8], ["append", 9], ["append", 9], ["append", 9], ["append", 9], ["free", 5],
+                 ["free", 7], ["free", 9]]}, 4),
+        Case("running out of blocks: every call that needs one raises, and nothing changes",
+             {"num_blocks": 6, "block_size": 4, "ops": [
+                 ["allocate", 0, 12], ["allocate", 1, 20], ["allocate", 1, 9], ["append", 0], ["fork", 1, 2],
+                 ["append", 2], ["free", 1], ["append", 2], ["free", 0], ["append", 2], ["append", 2], ["append", 2],
+                 ["allocate", 3, 8], ["allocate", 4, 1], ["append", 3], ["free", 2], ["allocate", 4, 16],
+                 ["append", 4]]}, 4),
+        Case("a random trace of 300 calls", {"num_blocks": 40, "block_size": 8, "seed": 2718, "calls": 300,
+                                             "max_prompt": 40}, 4, seeds=("seed",)),
+    ),
+    "15.4": (
+        Case("shuffled blocks, partial last blocks, garbage everywhere else",
+             {"seed": 404, "n_head": 4, "n_kv_head": 4, "head_dim": 16, "block_size": 4, "num_blocks": 24,
+              "tables": [[17, 3, 9], [0, 21], [12, 5, 8, 2, 19]], "lengths": [11, 5, 18]}, 4, seeds=("seed",)),
+        Case("grouped-query attention (8 heads over 2) and a shared prefix",
+             {"seed": 405, "n_head": 8, "n_kv_head": 2, "head_dim": 8, "block_size": 8, "num_blocks": 16,
+              "tables": [[6, 1, 13], [6, 1, 4], [6, 10]], "lengths": [19, 24, 9]}, 4, seeds=("seed",)),
+        Case("full last blocks and one-token sequences",
+             {"seed": 406, "n_head": 2, "n_kv_head": 1, "head_dim": 32, "block_size": 16, "num_blocks": 10,
+              "tables": [[7, 2], [4], [9, 0, 5]], "lengths": [32, 1, 48]}, 4, seeds=("seed",)),
+    ),
+    "15.5": (
+        Case("light load: no block runs out",
+             {"config": {"num_blocks": 4000, "block_size": 16, "max_tokens": 2048, "max_running": 32},
+              "seed": 51, "count": 40, "rate_per_ms": 0.5, "prompt": [16, 300], "output": [8, 200]}, 4,
+             seeds=("seed",)),
+        Case("memory pressure: decodes preempt the newest requests",
+             {"config": {"num_blocks": 90, "block_size": 16, "max_tokens": 1024, "max_running": 64},
+              "seed": 52, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 4,
+             seeds=("seed",)),
+        Case("a burst at time 0 under a small token budget (first come, first served)",
+             {"config": {"num_blocks": 200, "block_size": 8, "max_tokens": 300, "max_running": 16},
+              "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
+                  [(120, 30), (200, 10), (60, 50), (250, 20), (30, 40), (90, 90), (10, 5), (280, 12), (45, 60),
+                   (150, 25), (75, 35), (5, 70)])]}, 4),
+        Case("a small running limit and long outputs",
+             {"config": {"num_blocks": 150, "block_size": 16, "max_tokens": 1536, "max_running": 6},
+              "seed": 54, "count": 30, "rate_per_ms": 2.0, "prompt": [50, 400], "output": [100, 500]}, 4,
+             seeds=("seed",)),
+    ),
+    "15.6": (
+        Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt",
+             {"runs": [{"config": TINY, "seed": 7, "sigma": 0.01, "draft_seed": 70, "prompt": 8, "n": 40, "k": 4},
+                       {"config": GQA_DEEP, "seed": 8, "sigma": 0.005, "draft_seed": 80, "prompt": 1, "n": 40,
+                        "k": 3}]}, 16),
+    ),
+}
+"""Task id -> its hidden cases (``Lab.with_cases``)."""

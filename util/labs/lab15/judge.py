@@ -1,0 +1,303 @@
+"""Lab 15's grader-side checks (``Task.grader_check``): every verdict decided in the grader's judge process on
+what a case saved, against the grader's own computation (``judge_reference.py``), never in the student's kernel.
+
+* 15.3 :func:`check_allocator`: the block tables, copies and free counts the course's :func:`~util.labs.lab15.
+  paged.replay` recorded after every call of the hidden trace, checked by simulating the memory (every live
+  sequence reads back exactly its own tokens after every call; tables change only for the sequences a call
+  names; ``num_free()`` counts exactly the blocks no table holds: :func:`~util.labs.lab15.paged.trace_problems`)
+  and against the grader's own allocator: the same calls raise ``OutOfBlocks``, the same appends copy, and
+  the same number of blocks is free after every call (shared blocks stored once, nothing copied that is only
+  read).
+* 15.4 :func:`check_attention`: the saved output against the grader's float64 attention over keys and values
+  it gathers itself through the case's tables.
+* 15.5 :func:`check_schedule`: the engine's record of every iteration (start, length, preempted, decoded,
+  admitted) against the grader's own run of the stated policy on the same requests, iteration by iteration.
+* 15.6 :func:`check_speculative`: the student's ``speculative_generate`` run again in a student process
+  (:mod:`util.labs.lab15.spec_harness`) against a target that lives here: the judge computes every target
+  call's logits itself, counts the calls, checks each one's input (the decided tokens, then the draft's
+  greedy proposals, no more than the round needs) against its own speculative decoding, and the tokens
+  returned against its own greedy decoding of the target.
+
+The saved bytes are untrusted: JSON is read bounded, arrays without pickle, and every field is checked
+before use. Feedback says what differs and where, never the grader's hidden figures.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from util.contract import Tolerance
+
+MAX_JSON = 8 << 20
+"""The largest record a judge reads (a schedule of a few thousand iterations is about 300 KB)."""
+LIMIT = 3
+EXTRA_CALLS = 8
+"""Target calls the judge serves beyond what speculative decoding needs before it refuses more."""
+START_SECONDS = 60.0
+"""How long the student process may take to start and load the function (imports included)."""
+
+
+def _json(data: bytes) -> Any:
+    if len(data) > MAX_JSON:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+
+
+UNREADABLE = "the record saved for this case is not the one the course saves; run the notebook again from the top"
+
+
+# ---------------------------------------------------------------- 15.3: the paged allocator
+
+_HINTS = {
+    "allocate": "a new sequence of n tokens takes ceil(n / block_size) blocks, and nothing else",
+    "append": "append takes a block only when the sequence's last block is full, or to copy a block another "
+              "sequence holds when the new token must be written into it",
+    "fork": "fork shares every block of the parent: it takes none",
+    "free": "a block is free again once no live sequence's table holds it, not before",
+}
+
+
+def check_allocator(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.3: the recorded replay of the case's trace, by memory simulation and against the grader's
+    own allocator (module docstring)."""
+    from util.labs.lab15.judge_reference import ReferenceAllocator
+    from util.labs.lab15.paged import replay, trace_from, trace_problems
+
+    steps = _json(data)
+    num_blocks, block_size, ops = trace_from(spec)
+    if not isinstance(steps, list):
+        return [UNREADABLE]
+    problems = trace_problems(ops, steps, num_blocks, block_size, LIMIT)
+    if problems:
+        return problems
+    expected = replay(ReferenceAllocator(num_blocks, block_size), ops)
+    for index, (op, found, wanted) in enumerate(zip(ops, steps, expected)):
+        where = f"call {index} ({op[0]} {', '.join(map(str, op[1:]))})"
+        if (found["result"] == "raised") != (wanted["result"] == "raised"):
+            if found["result"] == "raised":
+                return [f"{where} raised OutOfBlocks, but a correct allocator has enough free blocks for it here: "
+                        f"{_HINTS[op[0]]}"]
+            return [f"{where} did not raise OutOfBlocks, but it needs more blocks than a correct allocator has free "
+                    "here: raise, and leave the allocator as it was"]
+        if op[0] == "append" and (found["result"] is None) != (wanted["result"] is None):
+            if found["result"] is None:
+                return [f"{where} copied nothing, but the block the token goes into is held by another sequence: "
+                        "copy it first (copy-on-write) and return (src, dst)"]
+            return [f"{where} copied a block that needs no copy: copy only a block another sequence also holds, "
+                    "and only when a token is written into it"]
+        if found["free"] != wanted["free"]:
+            holds = "fewer" if found["free"] < wanted["free"] else "more"
+            return [f"after {where}, num_free() is {found['free']}; a correct paged allocator holds {holds} blocks "
+                    f"here: {_HINTS[op[0]]}"]
+    return []
+
+
+# ---------------------------------------------------------------- 15.4: attention over a paged cache
+
+def check_attention(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.4: the saved output within ``tolerance.rtol`` of the grader's float64 attention, relative to
+    the largest output (``max|out - ref| / max|ref|``)."""
+    import numpy as np
+    import torch
+
+    from util.artifacts import read_saved_arrays
+    from util.labs.lab15.judge_reference import paged_attention_reference
+    from util.labs.lab15.paged import paged_inputs
+
+    torch.set_num_threads(1)
+    arrays, problems = read_saved_arrays(data, expected=["out"])
+    if problems:
+        return problems
+    q, k_pool, v_pool, tables, lengths = paged_inputs(spec)
+    reference = paged_attention_reference(q, k_pool, v_pool, tables, lengths).numpy()
+    found = arrays["out"]
+    if found.shape != reference.shape or not np.issubdtype(found.dtype, np.floating):
+        return [f"paged_attention returned {found.dtype} of shape {list(found.shape)}; expected floats of shape "
+                f"{list(reference.shape)} ([batch, n_head, head_dim])"]
+    if not np.isfinite(found).all():
+        return ["paged_attention's output holds NaN or infinity"]
+    worst = float(np.abs(found.astype(np.float64) - reference).max() / np.abs(reference).max())
+    if not worst <= tolerance.rtol:
+        rows = [b for b in range(reference.shape[0])
+                if np.abs(found[b] - reference[b]).max() > tolerance.rtol * np.abs(reference).max()]
+        return [f"the output differs from attention over each sequence's keys and values (read through its block "
+                f"table, its first `length` slots only) by {worst:.1e} of the largest output (at most "
+                f"{tolerance.rtol:g}), for sequence{'s' if len(rows) > 1 else ''} {', '.join(map(str, rows[:6]))}"]
+    return []
+
+
+# ---------------------------------------------------------------- 15.5: the scheduler
+
+def check_schedule(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.5: the recorded iterations against the grader's own run of the stated policy."""
+    from util.labs.lab15.judge_reference import reference_schedule
+    from util.labs.lab15.serving import config_from, requests_from, simulate
+
+    saved = _json(data)
+    if not isinstance(saved, dict) or set(saved) != {"iterations", "deadlock"} \
+            or not isinstance(saved["iterations"], list):
+        return [UNREADABLE]
+    expected = simulate(reference_schedule, requests_from(spec), config_from(spec))
+    if expected.deadlock is not None:  # pragma: no cover - the cases are checked by the lab's tests
+        raise AssertionError(f"the grader's own schedule deadlocks on this case: {expected.deadlock}")
+    found = saved["iterations"]
+    for index, wanted in enumerate(expected.iterations):
+        if index >= len(found):
+            return [f"the run stopped after {len(found)} iterations"
+                    + (f" ({saved['deadlock']})" if isinstance(saved["deadlock"], str) else "")
+                    + "; the stated policy runs every request to the end"]
+        got = found[index]
+        if not isinstance(got, dict) or set(got) != set(wanted):
+            return [UNREADABLE]
+        if got == wanted:
+            continue
+        where = f"iteration {index} (at {wanted['start']:,} ns)"
+        if got.get("start") != wanted["start"]:
+            return [f"{where} starts at another time than under the stated policy: an earlier iteration's batch "
+                    "had other requests"]
+        if not got["decode"] and not got["admit"]:
+            return [f"{where}: the batch was empty while requests waited or ran, a deadlock (the engine stopped "
+                    "there); under the stated policy, when a decode needs a block and none is free, the newest "
+                    "running request is preempted"]
+        for key, verb in (("preempt", "preempted"), ("decode", "decoded"), ("admit", "admitted")):
+            if got[key] != wanted[key]:
+                return [f"{where}: your scheduler {verb} {_which(got[key], wanted[key])} than the stated policy: "
+                        + _POLICY[key]]
+    if len(found) > len(expected.iterations):
+        return [f"the run has {len(found)} iterations; the stated policy finishes every request in fewer"]
+    return []
+
+
+_POLICY = {
+    "preempt": "preempt only when a decode needs a block and none is free, the newest running request first "
+               "(it may be the one asking)",
+    "decode": "every running request that is not preempted decodes, oldest first",
+    "admit": "admit only in an iteration that preempts nobody, waiting requests in queue order while the token "
+             "budget, the running limit and the free blocks allow, stopping at the first that does not fit",
+}
+
+
+def _which(found: Any, wanted: list[int]) -> str:
+    if not isinstance(found, list):
+        return "other requests"
+    if set(found) == set(wanted):
+        return "the same requests in another order"
+    if len(found) > len(wanted):
+        return f"more requests ({len(found)})"
+    if len(found) < len(wanted):
+        return f"fewer requests ({len(found)})"
+    return "other requests"
+
+
+# ---------------------------------------------------------------- 15.6: speculative decoding
+
+def _models(run: Mapping[str, Any]):
+    """The target (float64), its draft and the prompt of one run of a task-15.6 case, as ``tasks.py`` builds them."""
+    from util.labs.lab10.gpt import GPTConfig, prompt_ids, seeded_gpt
+    from util.labs.lab15.speculative import draft_of
+
+    cfg = GPTConfig.from_dict(run["config"])
+    target = seeded_gpt(cfg, int(run["seed"])).double().eval()
+    draft = draft_of(target, float(run["sigma"]), int(run["draft_seed"]))
+    prompt = prompt_ids(cfg, int(run["prompt"]), int(run["seed"]))[0].tolist()
+    return cfg, target, draft, prompt
+
+
+def check_speculative(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.6: ``speculative_generate`` run again against the judge's own target (module docstring), every run
+    of the case in one student process."""
+    import torch
+
+    from util.artifacts import read_saved_arrays
+    from util.student_process import ChannelError, StudentProcess
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    torch.set_num_threads(1)
+    runs = list(spec["runs"])
+    try:
+        with StudentProcess.start("util.labs.lab15.spec_harness:serve", max_data=1 << 20,
+                                  seconds=START_SECONDS + 60 * len(runs)) as student:
+            student.send({"function": True}, data=arrays["function"].tobytes())
+            for number, run in enumerate(runs):
+                found = _judged_run(student, run)
+                if found:
+                    where = f"run {number + 1} of {len(runs)}" if len(runs) > 1 else ""
+                    return [f"{where}: {problem}" if where else problem for problem in found][:LIMIT]
+    except ChannelError as exc:
+        return [f"the grader could not run speculative_generate again ({exc})"]
+    return []
+
+
+def _judged_run(student, run: Mapping[str, Any]) -> list[str]:
+    """One run: the draft's weights and the prompt sent, every target call served and checked, the tokens judged."""
+    import numpy as np
+    import torch
+
+    from util.labs.lab15.judge_reference import greedy, speculative
+
+    cfg, target, draft, prompt = _models(run)
+    n, k = int(run["n"]), int(run["k"])
+    expected = speculative(target, draft, prompt, n, k)
+    truth, _ = greedy(target, prompt, n)
+    if truth != expected["tokens"]:  # pragma: no cover - the lab's tests screen the cases
+        raise AssertionError("the grader's speculative decoding differs from its greedy decoding on this case")
+    state = draft.state_dict()
+    names = [[name, list(tensor.shape)] for name, tensor in state.items()]
+    weights = b"".join(tensor.detach().double().contiguous().numpy().tobytes() for tensor in state.values())
+    student.send({"draft": {"config": cfg.to_dict(), "names": names}}, data=weights)
+    student.send({"run": {"prompt": prompt, "n": n, "k": k}})
+    calls: list[list[int]] = []
+    while True:
+        reply, body = student.receive(timeout=START_SECONDS)
+        if "target" in reply:
+            length = reply["target"]
+            ids = np.frombuffer(body, dtype=np.int64) if len(body) % 8 == 0 else np.zeros(0, np.int64)
+            if type(length) is not int or not 1 <= length <= cfg.n_positions or ids.size != length \
+                    or ids.min() < 0 or ids.max() >= cfg.vocab:
+                student.send({"refused": f"the target takes ids of length 1 to {cfg.n_positions} within its "
+                                         f"vocabulary of {cfg.vocab}"})
+                continue
+            calls.append(ids.tolist())
+            if len(calls) > len(expected["calls"]) + EXTRA_CALLS:
+                student.send({"refused": "too many calls: speculative decoding calls the target once per round"})
+                continue
+            with torch.no_grad():
+                logits = target(torch.from_numpy(ids.copy()).view(1, -1))[0].numpy()
+            student.send({"logits": [length, cfg.vocab]}, data=logits.astype(np.float64).tobytes())
+        elif "tokens" in reply:
+            tokens = reply["tokens"]
+            break
+        else:
+            return [f"run again by the grader, speculative_generate raised {str(reply.get('raised'))[:250]}"]
+    problems = _call_problems(calls, expected)
+    if not (isinstance(tokens, list) and all(type(t) is int for t in tokens)) or tokens != truth:
+        problems.append("the tokens returned differ from the grader's own greedy decoding of the target (the "
+                        "target's argmax at every step): keep every proposal up to the first the target disagrees "
+                        "with, then the target's token")
+    return problems
+
+
+def _call_problems(calls: list[list[int]], expected: Mapping[str, Any]) -> list[str]:
+    """Each target call the student's code made against the one the grader's speculative decoding makes."""
+    for index, (found, call, start) in enumerate(zip(calls, expected["calls"], expected["starts"])):
+        if found == call:
+            continue
+        where = f"target call {index}"
+        if found[:start] != call[:start]:
+            return [f"{where}'s input does not start with the prompt and the tokens decided so far (the target "
+                    "checks proposals that follow them)"]
+        if len(found) != len(call):
+            return [f"{where} checks {len(found) - start} proposals; each round proposes min(k, n - tokens decided) "
+                    "draft tokens, and one target call checks them all"]
+        return [f"{where} checks other proposals than the draft's greedy continuation of the tokens decided so far "
+                "(the draft's argmax, one token at a time)"]
+    if len(calls) != len(expected["calls"]):
+        fewer = "fewer" if len(calls) > len(expected["calls"]) else "more"
+        return [f"the target was called {len(calls)} times; speculative decoding calls it {fewer} times on this "
+                "case: one call per round, each checking every proposal of the round and giving one token of its own"]
+    return []

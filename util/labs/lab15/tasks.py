@@ -1,0 +1,206 @@
+"""Lab 15, serving a language model: the one declaration of its tasks.
+
+Students train a byte-level BPE tokenizer on text the course ships (15.1), count what the tokens cost in
+KV-cache bytes and what contiguous and paged caches waste (15.2), write a paged KV-cache allocator with
+copy-on-write (15.3), attention over a paged cache (15.4), a continuous-batching scheduler under a token
+budget and a cost model (15.5), and greedy speculative decoding with a draft model (15.6).
+
+What a correct answer must satisfy is decided by the grader in its judge process (``judge.py``) on what the
+cases saved, with its own computation (``judge_reference.py``): the allocator's recorded block tables by a
+simulation of the memory and against the grader's own counts; the attention's output against its float64
+attention over keys and values it gathers itself; the scheduler's recorded iterations against its own run of
+the stated policy; speculative decoding run again in a student process against a target that lives in the
+judge, which counts and checks every call and compares the tokens with its own greedy decoding. Nothing is
+timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from util.contract import Lab, Task, Tolerance
+from util.labs.lab15.public_checks import CHECKS
+
+LAB_NAME = "lab15"
+JUDGE = "util.labs.lab15.judge"
+RATIO = Tolerance(rtol=1e-9)
+"""Ratios of exact integers (bytes per token, tokens per second): only the last bits of a float may differ."""
+ATTENTION = Tolerance(rtol=1e-6)
+"""Attention over a paged cache against the grader's float64 attention, relative to the largest output:
+float64 work lands near 1e-16, float32 near 1e-7; reading one slot of garbage costs far more than 1e-6."""
+
+
+def _text(value: Any) -> str:
+    """A case's text: a file's bytes (UTF-8) or the text itself."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8")
+    return str(value)
+
+
+def _merges_json(merges: Any) -> list[list[str]]:
+    if not isinstance(merges, (list, tuple)) or not all(
+            isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(x, (bytes, bytearray)) for x in m)
+            for m in merges):
+        raise TypeError("tokenizer.merges must be a list of (bytes, bytes) pairs, in the order they were learned")
+    return [[bytes(a).hex(), bytes(b).hex()] for a, b in merges]
+
+
+def _ids(ids: Any) -> list[int]:
+    if not isinstance(ids, (list, tuple)) or not all(type(i) is int for i in ids):
+        raise TypeError("encode must return a list of ints (token ids)")
+    return list(ids)
+
+
+def _bpe(cls: Callable, spec: Mapping[str, Any]) -> Any:
+    """Train on the case's text (a file, or :func:`~util.labs.lab15.tokenizer.synthetic_text` of its seed) or
+    build from given merges (hex pairs), then encode and decode a text."""
+    from util.labs.lab15.tokenizer import synthetic_text
+
+    if "given" in spec:
+        tokenizer = cls([(bytes.fromhex(a), bytes.fromhex(b)) for a, b in spec["given"]])
+    else:
+        text = synthetic_text(int(spec["seed"]), int(spec["words"])) if "seed" in spec else _text(spec["text"])
+        tokenizer = cls.train(text, int(spec["merges"]))
+    text = _text(spec["encode"])
+    ids = _ids(tokenizer.encode(text))
+    return {"merges": _merges_json(tokenizer.merges), "ids": ids, "roundtrip": tokenizer.decode(ids) == text}
+
+
+def _dtype(name: str):
+    import torch
+
+    return getattr(torch, name)
+
+
+def _footprint(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    from util.labs.lab10.gpt import GPTConfig
+
+    found = fn(GPTConfig.from_dict(spec["config"]), list(spec["lengths"]), list(spec["reserved"]),
+               int(spec["block_size"]), _dtype(spec["dtype"]), shared=int(spec.get("shared", 0)))
+    keys = ("bytes_per_token", "needed", "contiguous", "paged")
+    if not isinstance(found, Mapping) or sorted(found) != sorted(keys):
+        raise TypeError(f"footprint must return a dict with the keys {', '.join(keys)}")
+    return dict(found)
+
+
+def _allocator(cls: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's allocator replayed on the trace here (the course's recorder); the record is saved for the
+    judge, which simulates the memory and counts blocks itself."""
+    from util.artifacts import save_file
+    from util.labs.lab15.paged import replay, trace_from
+
+    num_blocks, block_size, ops = trace_from(spec)
+    steps = replay(cls(num_blocks, block_size), ops)
+    saved = save_file(json.dumps(steps).encode(), spec, LAB_NAME, ".json")
+    return {"free": [s["free"] for s in steps], "copies": sum(isinstance(s["result"], list) for s in steps),
+            "raised": sum(s["result"] == "raised" for s in steps), **saved}
+
+
+def _attention(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's attention on the case's pools (float64); the output is saved for the judge."""
+    import torch
+
+    from util.artifacts import save_arrays
+    from util.labs.lab15.paged import paged_inputs
+
+    q, k_pool, v_pool, tables, lengths = paged_inputs(spec)
+    out = fn(q.clone(), k_pool.clone(), v_pool.clone(), [list(t) for t in tables], list(lengths))
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"paged_attention must return a tensor [batch, n_head, head_dim], not {type(out).__name__}")
+    return {"shape": list(out.shape), **save_arrays({"out": out.detach().double()}, spec, LAB_NAME)}
+
+
+def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The course's engine run with the student's scheduler; every iteration is saved for the judge."""
+    from util.artifacts import save_file
+    from util.labs.lab15.serving import config_from, requests_from, simulate
+
+    run = simulate(fn, requests_from(spec), config_from(spec))
+    saved = save_file(json.dumps({"iterations": run.iterations, "deadlock": run.deadlock}).encode(), spec,
+                      LAB_NAME, ".json")
+    return {**run.summary(), **saved}
+
+
+def _speculative(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's speculative decoding run here on each of the case's runs against a counting target (for the
+    reference), then the function pickled by value and saved: the grader runs it again in a student process
+    against a target it serves and counts itself."""
+    import cloudpickle
+    import numpy as np
+    import torch
+
+    from util.artifacts import save_arrays
+    from util.labs.lab10.gpt import GPTConfig, prompt_ids, seeded_gpt
+    from util.labs.lab15.speculative import CountingTarget, accepted_from, draft_of
+
+    results = []
+    for run in spec["runs"]:
+        cfg = GPTConfig.from_dict(run["config"])
+        model = seeded_gpt(cfg, int(run["seed"])).double()
+        draft = draft_of(model, float(run["sigma"]), int(run["draft_seed"]))
+        prompt = prompt_ids(cfg, int(run["prompt"]), int(run["seed"]))
+        target = CountingTarget(model)
+        with torch.no_grad():
+            tokens = fn(target, draft, prompt.clone(), int(run["n"]), int(run["k"]))
+        tokens = [int(t) for t in torch.as_tensor(tokens).reshape(-1).tolist()]
+        results.append({"tokens": tokens, "target_calls": target.calls,
+                        "accepted": accepted_from(target.inputs, int(run["prompt"]), tokens)})
+    saved = save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+    return {"runs": results, **saved}
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Serving a language model",
+    notebook="lab15_serving.ipynb",
+    judge_timeout=180,  # 15.6 starts a student process: up to 60 s to start, then the decoding
+    packages=("torch", "numpy", "cloudpickle"),
+    tasks=(
+        Task(
+            id="15.1", title="A BPE tokenizer", answer_points=3,
+            answer="{'first_merges', 'merges', 'tokens', 'bytes_per_token', 'roundtrip', 'unseen'} of "
+                   "BPETokenizer.train(course_text(), 256)",
+            keys=("first_merges", "merges", "tokens", "bytes_per_token", "roundtrip", "unseen"), tolerance=RATIO,
+            function="BPETokenizer", run_case=_bpe, checks=CHECKS["15.1"],
+            hidden_points=12,
+        ),
+        Task(
+            id="15.2", title="KV bytes per request, contiguous and paged", answer_points=4,
+            answer="{'kv_bytes_byte_level', 'kv_bytes_bpe', 'footprint', 'footprint_shared'} (bytes)",
+            keys=("kv_bytes_byte_level", "kv_bytes_bpe", "footprint", "footprint_shared"),
+            function="footprint", run_case=_footprint, checks=CHECKS["15.2"],
+            hidden_points=6,
+        ),
+        Task(
+            id="15.3", title="A paged KV-cache allocator", answer_points=4,
+            answer="{'free', 'copies', 'raised', 'peak_blocks'} of the notebook's parallel-sampling trace",
+            keys=("free", "copies", "raised", "peak_blocks"),
+            function="PagedAllocator", run_case=_allocator, grader_check=f"{JUDGE}:check_allocator",
+            checks=CHECKS["15.3"],
+            hidden_points=16,
+        ),
+        Task(
+            id="15.4", title="Attention over a paged cache", answer_points=3,
+            answer="{'tokens', 'equal_to_uncached', 'blocks', 'logits_close'} of TinyGPT decoded with a paged cache",
+            keys=("tokens", "equal_to_uncached", "blocks", "logits_close"), tolerance=ATTENTION,
+            function="paged_attention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
+            checks=CHECKS["15.4"],
+            hidden_points=12,
+        ),
+        Task(
+            id="15.5", title="A continuous-batching scheduler", answer_points=4,
+            answer="{'summary': run.summary() of the notebook's trace, 'throughput_by_max_running': {str(b): tokens/s}}",
+            keys=("summary", "throughput_by_max_running"), tolerance=RATIO,
+            function="schedule", run_case=_schedule, grader_check=f"{JUDGE}:check_schedule", checks=CHECKS["15.5"],
+            hidden_points=16,
+        ),
+        Task(
+            id="15.6", title="Greedy speculative decoding", answer_points=4,
+            answer="{'tokens', 'target_calls', 'accepted', 'calls_by_sigma'} of the notebook's runs",
+            keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
+            function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative",
+            checks=CHECKS["15.6"],
+            hidden_points=16,
+        ),
+    ),
+)
