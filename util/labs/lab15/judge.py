@@ -158,14 +158,15 @@ def check_schedule(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
         if got.get("start") != wanted["start"]:
             return [f"{where} starts at another time than under the stated policy: an earlier iteration's batch "
                     "had other requests"]
-        if not got["decode"] and not got["admit"]:
+        if not got["decode"] and not got["admit"] and wanted["decode"]:
             return [f"{where}: the batch was empty while requests waited or ran, a deadlock (the engine stopped "
                     "there); under the stated policy, when a decode needs a block and none is free, the newest "
                     "running request is preempted"]
+        then = "; your run then deadlocked" if isinstance(saved["deadlock"], str) else ""
         for key, verb in (("preempt", "preempted"), ("decode", "decoded"), ("admit", "admitted")):
             if got[key] != wanted[key]:
                 return [f"{where}: your scheduler {verb} {_which(got[key], wanted[key])} than the stated policy: "
-                        + _POLICY[key]]
+                        + _POLICY[key] + then]
     if len(found) > len(expected.iterations):
         return [f"the run has {len(found)} iterations; the stated policy finishes every request in fewer"]
     return []
@@ -273,7 +274,8 @@ def _judged_run(student, run: Mapping[str, Any]) -> list[str]:
             tokens = reply["tokens"]
             break
         else:
-            return [f"run again by the grader, speculative_generate raised {str(reply.get('raised'))[:250]}"]
+            raised = f"run again by the grader, speculative_generate raised {str(reply.get('raised'))[:250]}"
+            return (_call_problems(calls, expected) if calls else []) + [raised]
     problems = _call_problems(calls, expected)
     if not (isinstance(tokens, list) and all(type(t) is int for t in tokens)) or tokens != truth:
         problems.append("the tokens returned differ from the grader's own greedy decoding of the target (the "

@@ -1,4 +1,86 @@
-"""Lab 15 example submissions: the solution with one realistic mistake each."""
+"""Lab 15 example submissions: the solution with one realistic mistake each.
+
+The expected failures were worked out by grading each variant. Each passes what a light case shows and
+fails where a hidden case has the structure the mistake ignores: a fork still reading a freed block, a
+table read by attention, memory pressure, a draft that disagrees, a tie, a partly filled block.
+"""
 from util.contract import ANSWER, Mistake
 
-MISTAKES: tuple[Mistake, ...] = ()
+MISTAKES = (
+    Mistake(
+        name="free_while_forked",
+        description="free() gives every block of the sequence back to the free list, even the blocks a fork "
+                    "still holds: the next allocation takes a block another sequence still reads (and a later "
+                    "free gives it back twice).",
+        replacements=(("            self.refs[block] -= 1\n            if self.refs[block] == 0:\n"
+                       "                self.free_blocks.append(block)",
+                       "            self.refs[block] = 0\n            self.free_blocks.append(block)"),),
+        expected_failures={"15.3": (ANSWER, "parallel sampling: a prompt forked into four, freed before its forks",
+                                    "forks at a block boundary, and forks of forks",
+                                    "running out of blocks: every call that needs one raises, and nothing changes",
+                                    "a random trace of 300 calls")},
+    ),
+    Mistake(
+        name="cow_on_read",
+        description="Copies a shared last block whenever a sequence's block table is read, as if reading were "
+                    "writing: forks stop sharing what they only read, a copy nobody is told about holds no "
+                    "tokens, and a full pool makes block_table() itself run out of blocks.",
+        replacements=(("        return list(self.tables[seq])",
+                       "        self._own_last(seq)   # hand out a table whose last block is this sequence's own\n"
+                       "        return list(self.tables[seq])"),),
+        expected_failures={"15.3": (ANSWER, "parallel sampling: a prompt forked into four, freed before its forks",
+                                    "forks at a block boundary, and forks of forks",
+                                    "running out of blocks: every call that needs one raises, and nothing changes",
+                                    "a random trace of 300 calls")},
+    ),
+    Mistake(
+        name="never_preempts",
+        description="A decode that finds no free block waits for one instead of preempting: right while blocks "
+                    "last, but once every running request needs a block and none is freed, the batch is empty "
+                    "and the server deadlocks.",
+        replacements=(("        while need > free:\n            victim = running.pop()                   # the newest "
+                       "running request\n            preempt.append(victim.id)\n            free += victim.blocks\n"
+                       "            if victim is seq:\n                break\n        else:\n            free -= need\n"
+                       "            decode.append(seq.id)\n            index += 1",
+                       "        if need <= free:                             # no block now: it waits for one\n"
+                       "            free -= need\n            decode.append(seq.id)\n        index += 1"),),
+        expected_failures={"15.5": (ANSWER, "memory pressure: decodes preempt the newest requests",
+                                    "a small running limit and long outputs")},
+    ),
+    Mistake(
+        name="draft_kept_on_mismatch",
+        description="At the first proposal the target disagrees with, keeps the draft's token instead of the "
+                    "target's own: as many target calls, but every call that rejects a proposal adds a wrong "
+                    "token, and the output is no longer the target's greedy decoding.",
+        replacements=(("        take = torch.cat([drafted[:a], checked[a:a + 1]])[:n - len(decided)]",
+                       "        take = (drafted[:a + 1] if a < m else torch.cat([drafted, checked[m:]]))[:n - len(decided)]"),),
+        expected_failures={"15.6": (ANSWER, "TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a "
+                                            "one-token prompt")},
+    ),
+    Mistake(
+        name="ties_to_the_largest_pair",
+        description="Breaks ties between equally frequent pairs with max() instead of min(): the same merges "
+                    "whenever one pair leads, other merges (and so other ids) as soon as two pairs tie, which "
+                    "decides 99 of the 256 merges on the course's text.",
+        replacements=(("            a, b = min(pair for pair, count in pairs.items() if count == top)",
+                       "            a, b = max(pair for pair, count in pairs.items() if count == top)"),),
+        expected_failures={"15.1": (ANSWER, "UTF-8 text: accents, Greek, Cyrillic, CJK and emoji",
+                                    "a synthetic text where ties decide most merges"),
+                           "15.2": (ANSWER,)},
+    ),
+    Mistake(
+        name="attends_to_whole_blocks",
+        description="Reads every slot of a sequence's blocks, not only its first `length`: the last block's "
+                    "unused slots (garbage, or zeros, or a later position's key during a prefill) join the "
+                    "softmax.",
+        replacements=(
+            ("        k = k_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :length]   # [n_kv_head, T, d]",
+             "        k = k_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)   # [n_kv_head, T, d]"),
+            ("        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :length]",
+             "        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)"),
+        ),
+        expected_failures={"15.4": (ANSWER, "shuffled blocks, partial last blocks, garbage everywhere else",
+                                    "grouped-query attention (8 heads over 2) and a shared prefix",
+                                    "full last blocks and one-token sequences")},
+    ),
+)

@@ -193,6 +193,21 @@ def trace_problems(ops: Sequence[Sequence[Any]], steps: Sequence[Any], num_block
             if bad:
                 return problems + [f"{where}: sequence {other}'s table holds block {bad[0]}; blocks are numbered "
                                    f"0 to {num_blocks - 1}"]
+        for other, table in new_tables.items():
+            old = tables.get(other)
+            if old is None:
+                continue
+            copied = kind == "append" and other == seq and result is not None
+            for index, (before, after) in enumerate(zip(old, table)):
+                if before != after and not (copied and index == len(content[seq]) // block_size
+                                            and [before, after] == list(result)):
+                    problems.append(f"{where}: sequence {other}'s block {before} (its tokens {index * block_size} to "
+                                    f"{(index + 1) * block_size - 1}) was replaced by block {after} with no copy "
+                                    "returned: a table changes only by append, at the block its new token goes into, "
+                                    "and a copy-on-write returns (src, dst)")
+                    break
+        if problems:
+            return problems[:limit]
         if kind == "append":
             position = len(content[seq])
             if result is not None:
