@@ -146,10 +146,21 @@ def live_after(ops: Sequence[Sequence[Any]], steps: Sequence[dict[str, Any]]) ->
 def trace_problems(ops: Sequence[Sequence[Any]], steps: Sequence[Any], num_blocks: int, block_size: int,
                    limit: int = 3) -> list[str]:
     """What is wrong with ``steps`` (a :func:`replay` record of ``ops``) for any paged allocator of
-    ``num_blocks`` blocks of ``block_size`` slots, by simulating the memory (see the module's docstring);
-    at most ``limit`` problems, the first first. Empty: every call left every live sequence reading its own
-    tokens, tables the right lengths, ``num_free()`` consistent. Whether a call should have raised, and how
-    many blocks a call should use, it does not judge."""
+    ``num_blocks`` blocks of ``block_size`` slots; at most ``limit`` problems, the first first, each saying
+    after which call and what was found. Empty: nothing.
+
+    It **simulates the memory**: every token a call writes (the ``n`` tokens of ``allocate``, the new token of
+    ``append``) is put in the slot the sequence's recorded table names for it (token ``p``: slot
+    ``p % block_size`` of block ``table[p // block_size]``), a copy ``(src, dst)`` returned by ``append`` copies
+    block ``src`` into ``dst`` first, ``fork`` writes nothing and ``free`` nothing. After every call, every live
+    sequence must read back exactly its own tokens through its table: a block handed to another sequence (or
+    written by one) while this one still reads it shows as a token overwritten. It also checks that a call
+    that raised ``OutOfBlocks`` changed no table (and that fork and free never raise), that tables change only
+    for the sequences a call names and only by a returned copy, that every table has ``ceil(length /
+    block_size)`` blocks numbered ``0 .. num_blocks - 1``, that a copy goes into a block no table held, and that
+    ``num_free()`` equals the blocks no live table holds (fewer: a leak; more: a block counted free while in
+    use, or freed twice). Whether a call should have raised, and how many blocks a correct allocator holds
+    after each call, it does not judge (that is the task; the grader counts them with its own allocator)."""
     if not isinstance(steps, list) or len(steps) != len(ops):
         return [f"the record has {len(steps) if isinstance(steps, list) else 'no'} steps; the trace has {len(ops)} calls"]
     memory: dict[int, list[Any]] = {}

@@ -219,10 +219,25 @@ class _State:
 
 def simulate(schedule: Callable[[View], Decision], requests: Sequence[Request], config: ServeConfig,
              cost: CostModel = GPT2_SMALL_A100, max_iterations: int = 100_000) -> Run:
-    """Serve ``requests`` with the scheduler ``schedule`` (see the module's docstring) until every request
-    has finished, or a deadlock; returns the :class:`Run`. Raises ``ValueError`` for an infeasible decision
-    and for a request that could never run (its prompt over ``max_tokens``, or its longest cache over the
-    blocks there are)."""
+    """Serve ``requests`` with the scheduler ``schedule`` until every request has finished, or a deadlock;
+    returns the :class:`Run` (every iteration's decision and length, every request's times).
+
+    Before each iteration it moves the requests that have arrived (``arrival <= now``) to the back of the
+    waiting queue, shows ``schedule`` a :class:`View` and carries out the :class:`Decision`: the preempted
+    requests give back all their blocks and go back to the front of the queue (oldest first), to be prefilled
+    again (prompt and generated tokens); each decoded request writes one slot (a new block when
+    ``ceil((context + 1) / block_size)`` exceeds the blocks it holds); each admitted one is prefilled into
+    ``ceil(prefill / block_size)`` blocks. The iteration costs ``cost.iteration_ns`` of its work (``(1,
+    context + 1)`` per decode, ``(prefill, prefill)`` per admission), the clock advances by it, and every
+    request in the batch gets one token at its end; a request with all its ``output`` tokens leaves and frees
+    its blocks. An empty batch while requests wait or run is a deadlock: the run stops and says so in
+    ``Run.deadlock``; an empty batch with nothing waiting or running moves the clock to the next arrival.
+
+    Raises ``ValueError`` for an infeasible decision (an id that is not running or waiting, a request both
+    preempted and decoded, more tokens than ``max_tokens``, more running requests than ``max_running``, more
+    new blocks than are free) and for a request that could never run (``prompt + output - 1`` tokens, its
+    longest cache and its longest prefill after a preemption, over ``max_tokens`` or over the blocks there
+    are)."""
     for request in requests:
         if request.output < 1 or request.prompt < 1:
             raise ValueError(f"request {request.id} has a prompt of {request.prompt} and an output of "

@@ -155,6 +155,7 @@ LAB = Lab(
     notebook="lab15_serving.ipynb",
     judge_timeout=180,  # 15.6 starts a student process: up to 60 s to start, then the decoding
     packages=("torch", "numpy", "cloudpickle"),
+    shared_sources=("util/labs/lab10/gpt.py",),  # TinyGPT: the decodings of 15.4 and 15.6 are its tokens
     tasks=(
         Task(
             id="15.1", title="A BPE tokenizer", answer_points=3,
@@ -165,7 +166,7 @@ LAB = Lab(
             hidden_points=12,
         ),
         Task(
-            id="15.2", title="KV bytes per request, contiguous and paged", answer_points=4,
+            id="15.2", title="KV bytes per request in contiguous and paged caches", answer_points=4,
             answer="{'kv_bytes_byte_level', 'kv_bytes_bpe', 'footprint', 'footprint_shared'} (bytes)",
             keys=("kv_bytes_byte_level", "kv_bytes_bpe", "footprint", "footprint_shared"),
             function="footprint", run_case=_footprint, checks=CHECKS["15.2"],
