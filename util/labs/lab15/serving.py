@@ -258,6 +258,8 @@ def simulate(schedule: Callable[[View], Decision], requests: Sequence[Request], 
     now = 0
     arrived = 0
     arrivals = [r.arrival for r in pending]
+    longest = {r.id: config.blocks(r.prompt + r.output - 1) for r in pending}
+    reserved = 0  # what a contiguous cache would hold for the running requests (Run.reserved_blocks)
     while len(run.finish) < len(states):
         count = bisect.bisect_right(arrivals, now)
         if count > arrived:
@@ -275,9 +277,11 @@ def simulate(schedule: Callable[[View], Decision], requests: Sequence[Request], 
         for i in preempt:
             free += states[i].blocks
             states[i].blocks, states[i].context = 0, 0
+            reserved -= longest[i]
         run.preemptions += len(preempt)
-        kept = [i for i in running if i not in preempt]
-        preempted = [i for i in running if i in preempt]
+        gone = set(preempt)
+        kept = [i for i in running if i not in gone]
+        preempted = [i for i in running if i in gone]
         if preempted:
             waiting = preempted + waiting
             shown_waiting = None
@@ -321,8 +325,10 @@ def simulate(schedule: Callable[[View], Decision], requests: Sequence[Request], 
                                "admit": list(admit)})
         now += ns
         if admit:
-            waiting = [i for i in waiting if i not in admit]
+            admitted = set(admit)
+            waiting = [i for i in waiting if i not in admitted]
             shown_waiting = None
+            reserved += sum(longest[i] for i in admit)
         running = kept + list(admit)
         for i in list(decode) + list(admit):
             state = states[i]
@@ -333,9 +339,9 @@ def simulate(schedule: Callable[[View], Decision], requests: Sequence[Request], 
                 free += state.blocks
                 state.blocks = 0
                 running.remove(i)
+                reserved -= longest[i]
         run.blocks_in_use.append(config.num_blocks - free)
-        run.reserved_blocks.append(sum(config.blocks(states[i].request.prompt + states[i].request.output - 1)
-                                       for i in running))
+        run.reserved_blocks.append(reserved)
     return run
 
 
@@ -351,32 +357,40 @@ def _seq(state: _State, running: bool) -> Seq:
     return state.seq
 
 
-def _ids(values: Any, what: str) -> list[int]:
-    if not isinstance(values, (list, tuple)) or not all(type(v) is int for v in values):
-        raise ValueError(f"Decision.{what} must be a tuple of request ids (ints), not {values!r}")
-    if len(set(values)) != len(values):
-        raise ValueError(f"Decision.{what} names a request twice: {list(values)}")
-    return list(values)
-
-
 def _checked(decision: Any, running: list[int], waiting: list[int]) -> tuple[list[int], list[int], list[int]]:
-    if isinstance(decision, Mapping) and set(decision) == {"preempt", "decode", "admit"}:
-        decision = Decision(*(decision[key] for key in ("preempt", "decode", "admit")))
     if not isinstance(decision, Decision):
-        raise ValueError(f"schedule must return a Decision, not a {type(decision).__name__}")
+        if isinstance(decision, Mapping) and set(decision) == {"preempt", "decode", "admit"}:
+            decision = Decision(*(decision[key] for key in ("preempt", "decode", "admit")))
+        else:
+            raise ValueError(f"schedule must return a Decision, not a {type(decision).__name__}")
     preempt, decode, admit = (_ids(decision.preempt, "preempt"), _ids(decision.decode, "decode"),
                               _ids(decision.admit, "admit"))
-    stray = [i for i in preempt + decode if i not in running]
-    if stray:
-        raise ValueError(f"request {stray[0]} is not running: only running requests are preempted or decoded")
-    both = set(preempt) & set(decode)
-    if both:
-        raise ValueError(f"request {min(both)} is both preempted and decoded")
-    stray = [i for i in admit if i not in waiting]
-    if stray:
-        raise ValueError(f"request {stray[0]} is not waiting (a request preempted in this iteration waits from the "
-                         "next one): only waiting requests are admitted")
+    if preempt or decode:
+        runs = set(running)
+        stray = [i for i in preempt + decode if i not in runs]
+        if stray:
+            raise ValueError(f"request {stray[0]} is not running: only running requests are preempted or decoded")
+        both = set(preempt) & set(decode)
+        if both:
+            raise ValueError(f"request {min(both)} is both preempted and decoded")
+    if admit:
+        waits = set(waiting)
+        stray = [i for i in admit if i not in waits]
+        if stray:
+            raise ValueError(f"request {stray[0]} is not waiting (a request preempted in this iteration waits from "
+                             "the next one): only waiting requests are admitted")
     return preempt, decode, admit
+
+
+def _ids(values: Any, what: str) -> list[int]:
+    if not isinstance(values, (list, tuple)):
+        raise ValueError(f"Decision.{what} must be a tuple of request ids (ints), not {values!r}")
+    out = list(values)
+    if any(type(v) is not int for v in out):
+        raise ValueError(f"Decision.{what} must be a tuple of request ids (ints), not {values!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"Decision.{what} names a request twice: {out}")
+    return out
 
 
 def poisson_trace(seed: int, count: int, rate_per_ms: float, prompt: tuple[int, int],
