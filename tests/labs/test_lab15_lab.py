@@ -25,11 +25,25 @@ from util.contract import Tolerance
 from util.hidden import with_files
 from util.labs import get_lab
 from util.labs.lab15 import judge, tasks
-from util.labs.lab15.judge_reference import (ReferenceAllocator, greedy, paged_attention_reference,
-                                             reference_schedule, speculative)
+from util.labs.lab15.judge_reference import (
+    ReferenceAllocator,
+    greedy,
+    paged_attention_reference,
+    reference_schedule,
+    speculative,
+)
 from util.labs.lab15.paged import OutOfBlocks, paged_inputs, random_trace, replay, trace_from, trace_problems
-from util.labs.lab15.serving import (GPT2_SMALL_A100, Decision, Request, ServeConfig, config_from, percentile,
-                                     poisson_trace, requests_from, simulate)
+from util.labs.lab15.serving import (
+    GPT2_SMALL_A100,
+    Decision,
+    Request,
+    ServeConfig,
+    config_from,
+    percentile,
+    poisson_trace,
+    requests_from,
+    simulate,
+)
 from util.labs.lab15.tokenizer import course_text, pretokenize, synthetic_text
 
 LAB = get_lab("lab15")
@@ -436,7 +450,7 @@ def test_every_graded_decoding_has_clear_margins_in_float64():
     """Screened at authoring time: every argmax the graded runs take (target and draft, in the hidden case,
     the notebook and the public checks) wins by at least 1e-3; two correct float64 implementations differ by
     about 1e-14 (the design measured 3.7e-14), so equal tokens mean equal computations."""
-    from util.labs.lab10.gpt import TINY, GPTConfig
+    from util.labs.lab10.gpt import TINY, prompt_ids, seeded_gpt
     from util.labs.lab15.public_checks import SMALL
 
     runs = list(LAB.task("15.6").cases[0].spec["runs"])
@@ -449,22 +463,19 @@ def test_every_graded_decoding_has_clear_margins_in_float64():
         found = speculative(target, draft, prompt, run["n"], run["k"])
         tokens, gap = greedy(target, prompt, run["n"])
         assert found["tokens"] == tokens and min(found["gap"], gap) >= 1e-3, (run, found["gap"], gap)
-    from util.labs.lab10.gpt import prompt_ids, seeded_gpt
-
     _, gap = greedy(seeded_gpt(TINY, 11).double(), prompt_ids(TINY, 8, 11)[0].tolist(), 40)   # 15.4's decoding
     assert gap >= 1e-3
-    del GPTConfig
 
 
 def test_the_reference_counts_calls_as_the_notebook_states():
-    from util.labs.lab10.gpt import TINY
+    """A perfect draft, n = 7, k = 4: the first call keeps 4 proposals and the target's bonus, the second keeps
+    its 2 proposals and drops the bonus past n."""
     from util.labs.lab15.public_checks import SMALL
 
     run = {"config": SMALL, "seed": 3, "sigma": 0.0, "draft_seed": 4, "prompt": 3, "n": 7, "k": 4}
-    cfg, target, _, prompt = judge._models(run)
+    _, target, _, prompt = judge._models(run)
     perfect = speculative(target, target, prompt, 7, 4)
     assert len(perfect["calls"]) == 2 and perfect["accepted"] == 4 + 2 and perfect["starts"] == [3, 8]
-    del cfg, TINY
 
 
 def test_random_seeds_for_the_attention_cases_do_not_matter():
@@ -477,3 +488,25 @@ def test_random_seeds_for_the_attention_cases_do_not_matter():
             right = paged_attention_reference(q, k, v, tables, lengths)
             whole = paged_attention_reference(q, k, v, tables, [len(t) * spec["block_size"] for t in tables])
             assert float((right - whole).abs().max() / right.abs().max()) > 1e-2
+
+
+def test_seeds_a_term_redraws_still_make_the_cases_their_names_promise():
+    """``Case.seeds`` are redrawn from a term's secret (``util.hidden.term_spec``): every redrawn case stays valid
+    and keeps its point (memory pressure still preempts, a random trace still copies, garbage still shows)."""
+    from util.hidden import term_spec
+
+    for secret in (b"spring", b"autumn"):
+        for task in LAB.tasks:
+            for case in task.cases:
+                if not case.seeds:
+                    continue
+                spec = term_spec("lab15", task.id, case, secret)
+                assert spec != dict(case.spec), case.id
+                if task.id == "15.3":
+                    steps = _record(ReferenceAllocator, spec)
+                    assert sum(isinstance(s["result"], list) for s in steps) >= 1 and \
+                        all(s["result"] != "raised" for s in steps), case.id
+                elif task.id == "15.5":
+                    run = simulate(reference_schedule, requests_from(spec), config_from(spec))
+                    assert run.deadlock is None, case.id
+                    assert (run.preemptions > 0) == ("pressure" in case.id or "long outputs" in case.id), case.id

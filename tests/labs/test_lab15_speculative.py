@@ -98,9 +98,7 @@ def test_bypassing_the_kernels_counting_target_gains_nothing():
     assert problems[1].startswith("the tokens returned differ from the grader's own greedy decoding")
 
 
-def test_a_draft_token_kept_on_a_mismatch_is_caught_at_the_next_call(honest):
-    source_fn = honest
-
+def test_a_draft_token_kept_on_a_mismatch_is_caught_at_the_next_call():
     def kept(target, draft, prompt, n, k):
         import torch
 
@@ -124,7 +122,6 @@ def test_a_draft_token_kept_on_a_mismatch_is_caught_at_the_next_call(honest):
     problems = verdict(kept)
     assert problems[0].endswith("'s input does not start with the prompt and the tokens decided so far (the target "
                                 "checks proposals that follow them)")
-    del source_fn
 
 
 def test_malformed_calls_and_exceptions_are_reported():
