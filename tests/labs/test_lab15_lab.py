@@ -510,3 +510,13 @@ def test_seeds_a_term_redraws_still_make_the_cases_their_names_promise():
                     run = simulate(reference_schedule, requests_from(spec), config_from(spec))
                     assert run.deadlock is None, case.id
                     assert (run.preemptions > 0) == ("pressure" in case.id or "long outputs" in case.id), case.id
+
+
+def test_a_record_that_raises_where_it_should_not_is_refused_not_crashed_on(solution):
+    """A forged record may claim OutOfBlocks for an allocation, then go on as if the sequence existed: the
+    memory simulation says so (and the judge compares the raise with its own allocator) instead of failing."""
+    spec = LAB.task("15.3").cases[0].spec
+    forged = _record(solution["PagedAllocator"], spec)
+    forged[0] = {"result": "raised", "free": 16, "tables": {}}
+    problems = judge.check_allocator(spec, json.dumps(forged).encode(), EXACT)
+    assert problems and "an earlier call failed to create" in problems[0]

@@ -264,6 +264,9 @@ def _judged_run(student, run: Mapping[str, Any]) -> list[str]:
                                          f"vocabulary of {cfg.vocab}"})
                 continue
             calls.append(ids.tolist())
+            if len(calls) > len(expected["calls"]) + 4 * EXTRA_CALLS:   # refused, and calling on regardless
+                return _call_problems(calls, expected) + ["the target was called again and again after the grader "
+                                                          "refused: speculative decoding calls it once per round"]
             if len(calls) > len(expected["calls"]) + EXTRA_CALLS:
                 student.send({"refused": "too many calls: speculative decoding calls the target once per round"})
                 continue

@@ -184,6 +184,10 @@ def trace_problems(ops: Sequence[Sequence[Any]], steps: Sequence[Any], num_block
                 return problems[:limit]
             continue
         seq = int(op[1])
+        if (kind == "allocate") == (seq in content) or (kind == "fork" and int(op[2]) in content):
+            return problems + [f"{where}: the call names a sequence that an earlier call failed to create, or one "
+                               "that already exists: an earlier call raised OutOfBlocks where a correct allocator "
+                               "has the blocks"]
         if kind == "allocate":
             content[seq] = [(seq, p) for p in range(int(op[2]))]
         elif kind == "fork":
