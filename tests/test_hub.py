@@ -1,6 +1,7 @@
 """The class server for real (docs/hub.md): ``docker/hub/hub.sh start`` with the course's student image, two
 students from the roster signing up and in with headless Chromium, the handouts pulled with a lab's nbgitpuller
-link, lab 1's first cells and a ``check`` run, a hand-in from each student's terminal, a course update pulled, and
+link, lab 1's first cells and a ``check`` run, a hand-in from each (one from a notebook cell, ``!handin lab1``, one
+from a terminal), a course update pulled, and
 the collection graded with the grader image: both rows in the gradebook, with the hand-ins' late days; neither
 student can read the other's volume or reach the other's server or the host's other ports (tried from the
 student's terminal).
@@ -214,6 +215,20 @@ def _terminal(browser, command: str, timeout: float = 120) -> tuple[int, str]:
     return int(found[0]), text.split(f"__B{marker}__", 1)[1].split(f"__E{marker}__", 1)[0].strip()
 
 
+KERNEL = """const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+window.__kout = null;
+const future = kernel.requestExecute({code: CODE}), out = [];
+future.onIOPub = (m) => { if (m.header.msg_type === 'stream') out.push(m.content.text); };
+future.done.then(() => { window.__kout = out.join(''); }, (e) => { window.__kout = 'failed: ' + e; });
+return true;"""
+
+
+def _kernel(browser, code: str, timeout: float = 120) -> str:
+    """Run ``code`` in the open notebook's kernel (as a cell would, without adding one); what it printed."""
+    browser.script(KERNEL.replace("CODE", repr(code)))
+    return _wait(browser, "return window.__kout;", timeout, f"the kernel running {code[:40]}")
+
+
 def _memory_mib(container: str) -> float:
     """The container's memory as ``docker stats`` reports it (its cgroup's usage), in MiB."""
     usage = docker("stats", "--no-stream", "--format", "{{.MemUsage}}", container).stdout.split("/")[0].strip()
@@ -251,8 +266,8 @@ def test_two_students_pull_work_hand_in_and_are_graded_and_neither_reaches_the_o
     status, out = _terminal(browser, "echo $PATH; ls ~; (umask 077; echo bob-secret > ~/bob_secret.txt)")
     assert status == 0 and out.splitlines()[0].startswith("/course/.venv/bin:"), out   # the course's Python first
     assert "handouts" in out.split()
-    status, out = _terminal(browser, "handin lab1")
-    assert status == 0 and re.search(r"handed in lab1 as bob at \S+ \(UTC\): 1 file, [\d,]+ bytes", out), out
+    out = _kernel(browser, "!handin lab1")   # from the notebook, as a cell: the kernel has the server's environment
+    assert re.search(r"handed in lab1 as bob at \S+ \(UTC\): 1 file, [\d,]+ bytes", out), out
     bob_time = datetime.fromisoformat(re.search(r"at (\S+) \(UTC\)", out).group(1))
     browser.open(f"{url}/hub/logout")
 
