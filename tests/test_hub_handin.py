@@ -139,6 +139,22 @@ def test_a_second_hand_in_replaces_the_first_which_is_kept_with_its_time(tmp_pat
     assert fourth.replaced == ".earlier/alice/20260308T180000Z~2"
 
 
+def test_only_the_newest_earlier_hand_ins_of_a_lab_are_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(service, "MAX_EARLIER", 2)
+    collection = tmp_path / "collection"
+    service.hand_in(collection, "alice", "lab4", {"lab4_libtorch/lab4_libtorch.ipynb": b"lab 4"}, T0)
+    for hour in range(5):
+        service.hand_in(collection, "alice", "lab1", {"lab1_pytorch_analysis.ipynb": b"%d" % hour},
+                        T0 + timedelta(hours=hour))
+    service.hand_in(collection, "alice", "lab4", {"lab4_libtorch/lab4_libtorch.ipynb": b"lab 4 again"}, T0 + timedelta(hours=9))
+    kept = collection / ".earlier" / "alice"
+    assert {p.relative_to(kept).as_posix(): p.read_bytes() for p in kept.glob("*/lab1_*")} == {
+        "20260307T140000Z/lab1_pytorch_analysis.ipynb": b"2", "20260307T150000Z/lab1_pytorch_analysis.ipynb": b"3"}
+    assert sorted(p.name for p in kept.iterdir()) == ["20260307T120000Z", "20260307T140000Z", "20260307T150000Z"]
+    assert (kept / "20260307T120000Z" / "lab4_libtorch" / "lab4_libtorch.ipynb").read_bytes() == b"lab 4"  # lab 4's own
+    assert (collection / "alice" / "lab1_pytorch_analysis.ipynb").read_bytes() == b"4"
+
+
 def test_nothing_a_student_sends_reaches_another_students_entry(tmp_path):
     """bob's entry and the rest of the collection are byte for byte the same after every hostile hand-in alice
     tries; her own hand-in of a lab stays in her folder, whatever names its files have."""

@@ -16,7 +16,8 @@ token it is and writes the files, and only them, into that student's entry:
 ``python -m grader grade COLLECTION`` grades it as any class folder (the hidden folders are not
 submissions). **The hand-in's time is this service's clock** at receipt, set as the modification time of
 every file it writes: the grader's late days read that time (``grader/report/late.py``), and a student
-cannot choose it. A second hand-in of a lab replaces the first, which moves to ``.earlier/``.
+cannot choose it. A second hand-in of a lab replaces the first, which moves to ``.earlier/`` (the newest
+``MAX_EARLIER`` of each lab are kept there).
 
 What a student sends cannot reach anything but their own entry of that lab: the student is the token's
 owner (never a name the request gives), user and lab names must be plain (``USER``, ``LAB``), every
@@ -64,6 +65,9 @@ MAX_BODY = MAX_BYTES * 4 // 3 + 2**20
 """The request's largest body: the files in base64, and their names."""
 MAX_NAME_BYTES = 255
 MAX_DEPTH = 16
+MAX_EARLIER = 10
+"""Earlier hand-ins kept per student and lab (the oldest go first): with ``MAX_BYTES``, what one student can make
+the collection hold is bounded (11 hand-ins of each lab)."""
 HIDDEN = (".earlier", ".incoming", ".receipts")
 """The collection's own folders (hidden: ``python -m grader grade`` takes no submission from them)."""
 
@@ -176,6 +180,18 @@ def _write_json(path: Path, value) -> None:
     os.replace(temp, path)
 
 
+def _forget_oldest(kept: Path, lab: str) -> None:
+    """Delete ``lab``'s earlier hand-ins in ``kept`` (``.earlier/USER``) beyond the newest ``MAX_EARLIER``."""
+    entries = sorted((p for p in kept.glob(f"*/{lab}_*")), key=lambda p: p.parent.name)
+    for old in entries[:-MAX_EARLIER]:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
+        if not any(old.parent.iterdir()):
+            old.parent.rmdir()
+
+
 _LOCK = threading.Lock()
 
 
@@ -226,6 +242,7 @@ def hand_in(collection: Path, user: str, lab: str, files: dict[str, bytes], now:
                 for path in earlier:
                     os.rename(path, keep / path.name)
                 replaced = keep.relative_to(collection).as_posix()
+                _forget_oldest(collection / ".earlier" / user, lab)
             os.rename(staging / entry, mine / entry)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
