@@ -60,7 +60,8 @@ _references: dict[str, Any] = {}
 
 
 def _run_key(spec: Mapping[str, Any]) -> str:
-    return json.dumps({k: v for k, v in spec.items() if k not in ("check", "timeout")}, sort_keys=True)
+    """What a run's inputs depend on: the spec but what the case decides (and a test's label and timeout)."""
+    return json.dumps({k: v for k, v in spec.items() if k not in ("check", "timeout", "label")}, sort_keys=True)
 
 
 def _timeout(spec: Mapping[str, Any]) -> float:
