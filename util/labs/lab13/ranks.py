@@ -314,7 +314,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
             header, data = feed(rank) if feed is not None else ({}, b"")
             channel.send({"go": header}, data=data)
         run = Run(world=world, results=[None] * world, messages=[[] for _ in range(world)], output=outputs)
-        failed: tuple[int, str] | None = None
+        failed: dict[int, str] = {}
         try:
             for rank, header, data, fds in _gather(channels, deadline, "finish"):
                 Channel._close_fds(fds)
@@ -323,14 +323,16 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
                 if "done" in header:
                     run.results[rank] = unpack(header["done"], data)
                     run.walls = run.walls and header.get("walls") is True
-                elif failed is None:
-                    failed = (rank, str(header.get("raised", "an error it did not describe")))
-                    deadline = min(deadline, time.monotonic() + GRACE)
+                else:
+                    if not failed:
+                        deadline = min(deadline, time.monotonic() + GRACE)
+                    failed[rank] = str(header.get("raised", "an error it did not describe"))
         except RankTimeout:
-            if failed is None:
+            if not failed:
                 raise
-        if failed is not None:
-            raise RankError(failed[0], failed[1], outputs)
+        if failed:  # the lowest rank that raised, whichever came first: the same report every time
+            first = min(failed)
+            raise RankError(first, failed[first], outputs)
         run.wire = difference(_settled(meter), before)
         return run
     finally:
