@@ -3,7 +3,7 @@ honest control.
 
 The functions are judged through the grader's own judge process (``grader.judge.isolated.judge``), as grading
 judges them: the judge draws inputs of its own, runs the function on ranks in a student process (one process
-for every case, as in grading), and counts the bytes on the wire there. Each attack plays a class of issue 36:
+for every case, as in grading), and counts the bytes on the wire there. Each attack plays one of the classes of attack that fooled earlier labs' judges:
 
 * **a rule kept in state the student's code shares** (class 1): a ring that sends whole tensors through the
   unwrapped ``isend`` and rewrites the course's log of its calls to the stated ring's; a data-parallel step

@@ -90,9 +90,18 @@ def parse(orders: Sequence[Sequence[str]], microbatches: int | None = None) -> l
 
 
 def replay(orders: Sequence[Sequence[str]], microbatches: int | None = None) -> Timeline:
-    """Time ``orders`` (one list per stage, stage 0 first) under the lab's model (see the module's docstring)
-    and return the :class:`Timeline`. Raises ``ValueError`` for an order that is not a schedule (an operation
-    missing or repeated) or that can never finish (a stage waiting for an operation that waits for it)."""
+    """Time ``orders`` (one list per stage, stage 0 first; ``"F3"``: the forward of micro-batch 3, ``"B3"`` its
+    backward) and return the :class:`Timeline`: ``slots`` (each operation's stage, start and end),
+    ``makespan``, ``bubble`` (``1 - busy / (stages x makespan)``) and ``peak`` (per stage, the most micro-batches
+    whose activations it holds at once).
+
+    The time model: a forward takes 1 unit, a backward 2; a stage runs one operation at a time, in its order,
+    each as early as it can; ``F i`` on stage ``s`` waits for ``F i`` on stage ``s - 1``, ``B i`` for ``B i`` on
+    stage ``s + 1`` and for this stage's ``F i``. A stage holds micro-batch ``i`` from the start of its ``F i``
+    to the end of its ``B i`` (a backward that ends as a forward starts frees its memory first).
+
+    Raises ``ValueError`` for an order that is not a schedule (an operation missing or repeated) or that can
+    never finish (a stage waiting for an operation that waits for it)."""
     parsed = parse(orders, microbatches)
     stages = len(parsed)
     micro = len(parsed[0]) // 2

@@ -401,11 +401,20 @@ def _settled(meter) -> list[list[int]]:
 
 
 def run_ranks(fn: Callable[[int, int], Any], world: int, *, timeout: float = 60.0) -> Run:
-    """Run ``fn(rank, world)`` on ``world`` ranks forked from this process (see the module's docstring) and
-    return the :class:`Run`: ``run.results[rank]`` is what rank ``rank`` returned (tensors as numpy arrays),
-    ``run.messages``, ``run.wire`` and ``run.output`` what it sent and printed. Raises :class:`RankError` (with
-    the rank's traceback) when a rank raises, :class:`RankTimeout` when ranks are still running after
-    ``timeout`` seconds (they are killed)."""
+    """Run ``fn(rank, world)`` on ``world`` ranks (processes forked from this one) and return the :class:`Run`.
+
+    Each rank first uses one torch thread, joins a gloo process group (``torch.distributed``, over the loopback
+    interface, every collective limited to ``timeout`` seconds), logs its ``torch.distributed`` calls, captures
+    what it prints, and goes behind the walls: from then on it cannot write files, create sockets or pipes, or
+    start or signal other processes, so the group is its only way to the other ranks. Then it calls ``fn``.
+
+    ``run.results[rank]`` is what rank ``rank`` returned (tensors as numpy arrays, tuples as lists);
+    ``run.messages[rank]`` its ``torch.distributed`` calls (``{"op", "peer", "bytes"}``), ``run.sent_bytes(rank)``
+    and ``run.sends(rank)`` its ``send``/``isend`` tensor bytes and calls; ``run.wire[i][j]`` the bytes rank ``j``
+    received from rank ``i``, counted by the kernel (tensors and gloo's framing); ``run.output[rank]`` what it
+    printed (also printed here, rank by rank). Raises :class:`RankError`, with the rank's traceback, when a rank
+    raises; :class:`RankTimeout` when ranks are still running after ``timeout`` seconds (a ``recv`` nobody sends
+    to waits for ever): every rank is killed either way."""
     run = launch(world, lambda rank, size, header, data: fn(rank, size), timeout=timeout)
     for rank, text in enumerate(run.output):
         if text.strip():
