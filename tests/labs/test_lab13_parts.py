@@ -182,6 +182,17 @@ def test_the_wire_counts_tensors_and_glooss_framing_the_same_every_time():
     assert first.messages[1] == [{"op": "recv", "peer": 0, "bytes": 1000}, {"op": "isend", "peer": 2, "bytes": 28}]
 
 
+def test_where_the_kernel_cannot_count_a_run_says_so(monkeypatch):
+    """macOS has neither ``/proc/self/fd`` nor ``TCP_INFO``: a student's run there reports no wire counts (the
+    grader, on Linux, always counts them)."""
+    from util.labs.lab13 import wire
+
+    monkeypatch.setattr(wire, "available", lambda: False)
+    run = run_ranks(lambda rank, world: torch.ones(1) * rank, 2)
+    assert run.wire == [] and run.wire_sent(0) is None and "not counted" in run.summary()
+    assert [r.tolist() for r in run.results] == [[0.0], [1.0]]
+
+
 def test_the_stated_ring_sends_what_the_notebook_says():
     """The reference ring on 3 ranks of 1,000 floats (chunks 334, 333, 333): the bytes of public_checks.ring_bytes,
     2 (p - 1) sends each, and exact sums of integers."""

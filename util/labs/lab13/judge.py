@@ -332,7 +332,7 @@ def check_ring(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
     return []
 
 
-def _ratio_hint(found, expected) -> str:
+def _ratio_hint(found, expected, what: str = "the sum") -> str:
     import numpy as np
 
     mask = np.abs(expected) > 1e-3
@@ -340,7 +340,7 @@ def _ratio_hint(found, expected) -> str:
         return ""
     ratios = found[mask] / expected[mask]
     if np.allclose(ratios, ratios[0], rtol=1e-3) and abs(ratios[0] - 1) > 1e-3:
-        return f" (it is {ratios[0]:.3g} times the sum everywhere)"
+        return f" (it is {ratios[0]:.3g} times {what} everywhere)"
     return ""
 
 
@@ -395,7 +395,8 @@ def check_ddp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> lis
             if not worst <= RESULT_RTOL:
                 return [f"run again by the grader on {world} ranks (a batch of {len(full['y'])} split in {world}), "
                         f"rank {rank}'s gradient of parameter {index} differs from one process's on the whole batch "
-                        f"by {worst:.2g} of its largest element (at most {RESULT_RTOL:g})" + _ratio_hint(array, want)]
+                        f"by {worst:.2g} of its largest element (at most {RESULT_RTOL:g})"
+                        + _ratio_hint(array, want, "one process's gradient")]
     return []
 
 
@@ -444,7 +445,7 @@ def check_adam(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
             return [f"run again by the grader on {world} ranks ({n:,} parameters), rank {rank}'s parameters moved "
                     f"differently from one Adam step on all of them (float64, torch.optim.Adam's formula): by "
                     f"{worst:.2g} of the largest step (at most {ADAM_RTOL:g})"
-                    + _ratio_hint(array.astype(np.float64) - full["params"], moved)]
+                    + _ratio_hint(array.astype(np.float64) - full["params"], moved, "the Adam step")]
         for key, want in (("exp_avg", exp_avg), ("exp_avg_sq", exp_avg_sq)):
             part = want[shards[rank]]
             found, problem = _array(result[key], part.shape, f"rank {rank}'s {key}")
@@ -497,7 +498,7 @@ def check_tp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list
                 return [f"run again by the grader on {world} ranks (batch {spec['batch']}, d {spec['d']}, h "
                         f"{spec['h']}), rank {rank}'s {key} differs from the unsplit MLP's (float64 autograd) by "
                         f"{worst:.2g} of its largest element (at most {RESULT_RTOL:g})"
-                        + _ratio_hint(array, expected[key])]
+                        + _ratio_hint(array, expected[key], "the unsplit MLP's")]
     return []
 
 

@@ -80,7 +80,7 @@ class Run:
     other rank of a point-to-point call, else ``None``; ``bytes``: of the tensors it passed)."""
     wire: list = field(default_factory=list)
     """``wire[i][j]``: bytes rank ``j`` received from rank ``i`` over their connection while the functions ran,
-    counted by the kernel: tensors and gloo's framing."""
+    counted by the kernel: tensors and gloo's framing (empty on a machine that cannot count them: not Linux)."""
     output: list = field(default_factory=list)
     """What each rank printed."""
     walls: bool = True
@@ -94,16 +94,17 @@ class Run:
         """How many ``send``/``isend`` calls ``rank`` made."""
         return sum(m["op"] in ("send", "isend") for m in self.messages[rank])
 
-    def wire_sent(self, rank: int) -> int:
-        """Bytes on the wire from ``rank`` to all others (``sum(wire[rank])``)."""
-        return sum(self.wire[rank])
+    def wire_sent(self, rank: int) -> int | None:
+        """Bytes on the wire from ``rank`` to all others (``sum(wire[rank])``; ``None`` where not counted)."""
+        return sum(self.wire[rank]) if self.wire else None
 
     def summary(self) -> str:
         """A line per rank: messages sent, bytes of tensors sent, bytes on the wire sent and received."""
         lines = [f"{'rank':>4} {'sends':>6} {'tensor bytes sent':>18} {'wire bytes sent':>16} {'received':>10}"]
         for rank in range(self.world):
-            lines.append(f"{rank:>4} {self.sends(rank):>6} {self.sent_bytes(rank):>18,} {self.wire_sent(rank):>16,} "
-                         f"{sum(row[rank] for row in self.wire):>10,}")
+            sent, got = (f"{self.wire_sent(rank):,}", f"{sum(row[rank] for row in self.wire):,}") if self.wire \
+                else ("not counted", "-")
+            lines.append(f"{rank:>4} {self.sends(rank):>6} {self.sent_bytes(rank):>18,} {sent:>16} {got:>10}")
         return "\n".join(lines)
 
 
@@ -240,7 +241,7 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable,
                                 timeout=timedelta(seconds=timeout))
         from util.labs.lab13 import walls, wire
 
-        sockets = wire.connected_sockets()
+        sockets = wire.connected_sockets() if wire.available() else []
         channel.send({"ready": True}, fds=tuple(s.fileno() for s in sockets))
         for sock in sockets:
             sock.close()
@@ -281,6 +282,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
     import torch  # noqa: F401  (imported once here, so that no rank imports it again)
     import torch.distributed  # noqa: F401
 
+    from util.labs.lab13 import wire
     from util.labs.lab13.wire import Meter, difference
 
     if not 1 <= int(world) <= 8:
@@ -333,7 +335,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
         if failed:  # the lowest rank that raised, whichever came first: the same report every time
             first = min(failed)
             raise RankError(first, failed[first], outputs)
-        run.wire = difference(_settled(meter), before)
+        run.wire = difference(_settled(meter), before) if wire.available() else []
         return run
     finally:
         for pid in pids:

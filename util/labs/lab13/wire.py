@@ -22,6 +22,12 @@ _BYTES_RECEIVED = 128
 """Offset of ``tcpi_bytes_received`` (a u64, Linux 4.1 and later) in ``struct tcp_info``."""
 
 
+def available() -> bool:
+    """Whether this machine lets a process count its TCP bytes this way (Linux: ``/proc/self/fd`` and
+    ``TCP_INFO``); elsewhere (macOS) runs report no wire counts, and the grader, on Linux, counts them."""
+    return hasattr(socket, "TCP_INFO") and os.path.isdir("/proc/self/fd")
+
+
 def connected_sockets() -> list[socket.socket]:
     """New socket objects (duplicated descriptors) for each connected TCP socket this process holds, one per
     socket however many descriptors point to it."""
