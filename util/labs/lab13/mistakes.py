@@ -2,7 +2,8 @@
 
 Each passes what the notebook shows by hand where the mistake does not bite, and fails where the grader's
 own run or count sees it: a gradient average that is a sum (the gradients are world times too large), a ring
-that ships every partial sum at every step (correct sums, world times the bytes on the wire), ZeRO-2 charged
+that ships every partial sum at every step of its reduce-scatter (correct sums, world times that phase's bytes on
+the wire), ZeRO-2 charged
 as ZeRO-1 (the gradients counted whole), and 1F1B flushed like GPipe (its bubble counted as GPipe's).
 """
 from util.contract import ANSWER, Mistake
@@ -19,7 +20,8 @@ MISTAKES = (
     Mistake(
         name="ring_sends_whole_tensor",
         description="In the reduce-scatter, sends its whole list of partial sums at every step and lets the "
-                    "receiver take the chunk it needs: the sums are right, the bytes are world times the ring's.",
+                    "receiver take the chunk it needs: the sums are right, the reduce-scatter's bytes are world "
+                    "times the ring's.",
         replacements=(("        acc[into] = acc[into] + ring_step(acc[out], acc[into], rank, world)\n",
                        "        whole = ring_step(torch.cat(acc), x, rank, world)\n"
                        "        acc[into] = acc[into] + torch.tensor_split(whole, world)[into]\n"),),
