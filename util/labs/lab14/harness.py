@@ -30,9 +30,10 @@ from typing import Any
 
 from util.student_process import Channel, ChannelError
 
-ATTENTION_HEADROOM = 24 << 20
+ATTENTION_HEADROOM = 12 << 20
 """Bytes of address space the student's attention may add to what the harness holds once PyTorch is warm
-(inputs, outputs, gradients and every temporary of every case): a 4096 x 4096 float32 score matrix needs 64 MiB."""
+(inputs, outputs, gradients and every temporary of every case): a 2048 x 2048 float32 score matrix needs 16 MiB,
+the course's solution 3 to 5 MiB."""
 
 
 def _error(exc: BaseException) -> str:

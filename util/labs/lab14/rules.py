@@ -2,24 +2,9 @@
 
 The grader counts a kernel's traffic by running it in Triton's interpreter, where a ``@triton.jit`` function's
 body is ordinary Python. So before it runs a kernel, the grader reads its source and refuses any that could
-reach past the kernel language (the counter, the interpreter, a file, a module). :func:`kernel_problems`
-lists what is wrong with a source, in words; an empty list means the grader will run it. A kernel is graded
-alone, from its own source (:func:`kernel_source`):
-
-* one function, decorated with ``@triton.jit`` (or nothing), with the parameters the task states (names and
-  order), each annotated ``tl.constexpr`` or not at all, and no default values;
-* a body of assignments (``x = ...``, ``x += ...``, tuple unpacking), ``for`` loops over ``range``,
-  ``tl.range`` or ``tl.static_range``, ``while``, ``if``/``else``, ``pass``, a bare ``return`` and a docstring;
-* names: the parameters, the body's own variables, ``tl`` and the builtins ``range``, ``min``, ``max``,
-  ``abs``, ``float``, ``int`` and ``len``; never a name that starts with ``_``;
-* ``tl.<name>`` for the names in :data:`TL_NAMES` (loads, stores, ``tl.dot``, reductions, elementwise math,
-  ``tl.arange``, ``tl.zeros``, ``tl.where``, block pointers, dtypes, ...); on any other value only the
-  attributes in :data:`METHODS` (``x.to(tl.float32)``, ``x.T``, ...);
-* numbers, strings, ``None``, ``True``, ``False``, indexing and slicing (``offs[:, None]``), lists and tuples.
-
-Not allowed, with the reason: calling another ``@triton.jit`` function (the grader runs this one alone: write
-helpers inline), atomics (their traffic is not counted), printing, imports, ``lambda``, comprehensions,
-f-strings, ``global``, ``with``, ``try``, ``raise``, nested functions and classes.
+reach past the kernel language (the counter, the interpreter, a file, a module): :func:`kernel_problems` lists
+the rules and what is wrong with a source, in words; :func:`kernel_source` is how the grader takes a kernel's
+source from the notebook.
 """
 from __future__ import annotations
 
@@ -98,8 +83,28 @@ def _is_constexpr(node: ast.AST | None) -> bool:
 
 
 def kernel_problems(source: str, name: str, parameters: Sequence[str]) -> list[str]:
-    """What keeps the grader from running ``source`` as the kernel ``name(parameters...)`` (see the module's
-    docstring); empty when it may. Reads the source only: nothing of it runs here."""
+    """What keeps the grader from running ``source`` as the kernel ``name(parameters...)``, in words; empty when it
+    may. Reads the source only: nothing of it runs here. A graded kernel is run alone, from its own source:
+
+    * one function, decorated with ``@triton.jit`` (or nothing), with the parameters the task states (names and
+      order), each annotated ``tl.constexpr`` or not at all, and no default values;
+    * a body of assignments (``x = ...``, ``x += ...``, tuple unpacking), ``for`` loops over ``range``,
+      ``tl.range`` or ``tl.static_range``, ``while``, ``if``/``else``, ``pass``, ``break``, ``continue``, a bare
+      ``return`` and a docstring;
+    * names: the parameters, the body's own variables, ``tl`` and the builtins ``range``, ``min``, ``max``,
+      ``abs``, ``float``, ``int`` and ``len``; never a name that starts with ``_``;
+    * ``tl.<name>`` for the names in :data:`TL_NAMES` (loads and stores, ``tl.dot``, reductions, elementwise math,
+      ``tl.arange``, ``tl.zeros``, ``tl.full``, ``tl.where``, block pointers, dtypes, ...); on any other value only
+      the attributes in :data:`METHODS` (``x.to(tl.float32)``, ``x.T``, ...);
+    * numbers, strings, ``None``, ``True``, ``False``, indexing and slicing (``offs[:, None]``), lists and tuples.
+
+    Not allowed: calling another ``@triton.jit`` function (write helpers inline), atomics (their traffic is not
+    counted), printing, imports, ``lambda``, comprehensions, f-strings, ``global``, ``with``, ``try``, ``raise``,
+    nested functions and classes.
+
+    >>> kernel_problems("def k(x_ptr):\\n    import os\\n", "k", ["x_ptr"])
+    ['an import is not allowed in a graded kernel (line 2)']
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:

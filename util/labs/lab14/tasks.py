@@ -11,8 +11,8 @@ How the grader decides, for each task (the judges are grader-only; what they do 
 * 14.1 and 14.6: the function's values on inputs the notebook never shows, compared exactly with the course's
   (a predicted time within ``rtol=1e-9``).
 * 14.2: ``FlashAttention`` is saved (pickled by value) and run again by the grader, forward and backward, in a
-  process of its own whose memory is capped before the class is loaded, at what PyTorch needs plus 24 MiB: the
-  largest case's score matrix alone would need 64 MiB. O, dQ, dK and dV are compared with float64 autograd on
+  process of its own whose memory is capped before the class is loaded, at what PyTorch needs plus 12 MiB: the
+  largest case's score matrix alone would need 16 MiB. O, dQ, dK and dV are compared with float64 autograd on
   inputs the grader draws: ``max|yours - float64| / max|float64| <= 1e-4`` each.
 * 14.3 to 14.5: the kernel's source is saved and read by the grader, which runs it only if it is written in
   Triton's language alone (:mod:`util.labs.lab14.rules`), then runs it in a process of its own through the
@@ -166,7 +166,7 @@ LAB = Lab(
         Task(
             id="14.5", title="A Triton FlashAttention forward", answer_points=4,
             answer="{'loaded_bytes': [at blocks 32, 64, 128], 'stored_bytes': int, 'correct': bool, "
-                   "'causal_correct': bool} for one head of 256 x 32",
+                   "'causal_correct': bool} for one head of 192 x 32",
             keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
             function="flash_kernel", run_case=_kernel("flash", "flash_kernel", _PARAMETERS["flash"]),
             grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,

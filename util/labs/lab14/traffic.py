@@ -16,7 +16,7 @@ overwrite it) stops the kernel with :class:`OutOfBounds` before the access happe
 through other builder methods, so would not be counted) raise.
 
 Tied to Triton 3.8.0's interpreter (``requirements.txt`` pins it): :func:`install` refuses another version,
-and ``tests/labs/test_lab14_traffic.py`` fails when those internals change.
+and the course's tests fail when those internals change.
 
 Who counts what: the notebook counts its own runs with :func:`counting` (through the launchers of
 :mod:`util.labs.lab14.launch`); the grader counts again in a process of its own, where the instrumentation is
@@ -156,8 +156,12 @@ def install() -> None:
 @contextlib.contextmanager
 def counting(tensors: Mapping[str, Any]) -> Iterator[Traffic]:
     """Count the traffic of the interpreted launches inside the block against ``tensors`` (name -> CPU tensor:
-    every tensor the kernel is given); yields the :class:`Traffic`, filled as the kernel runs. A load or store
-    outside all of them raises :class:`OutOfBounds` (inside Triton's ``InterpreterError``) before it happens."""
+    every tensor the kernel is given); yields the :class:`Traffic`, filled as the kernel runs.
+
+    Every element a ``tl.load`` or ``tl.store`` moves counts its size in bytes, each time it moves, against the
+    tensor its address falls in (no cache: a tile loaded twice counts twice); a lane whose mask is false moves
+    nothing and counts nothing. A load or store outside all of them raises :class:`OutOfBounds` (inside Triton's
+    ``InterpreterError``; the course's launchers show it unwrapped) before it happens; so do atomics."""
     install()
     regions = _Regions(tensors)
     _active.append(regions)
