@@ -42,6 +42,7 @@ def judge_here():
     with serving():
         yield
     judge._students.clear()
+    judge._answered.clear()
 
 
 def _saved(cls) -> bytes:
@@ -71,7 +72,7 @@ REACHING = {
 
 
 def test_a_kernel_that_reaches_past_the_language_is_never_run_and_an_honest_one_is_counted():
-    spec = _spec("14.4", "16 rows of 777")
+    spec = _spec("14.4", "12 rows of 777")
     honest = "@triton.jit\n" + SOFTMAX_HEAD + SOFTMAX_BODY
     assert judge.check_softmax(spec, honest.encode(), Tolerance()) == []
     for what, line in REACHING.items():
@@ -89,13 +90,13 @@ def test_the_kernel_process_refuses_a_forbidden_source_itself():
 
 
 def test_a_second_read_of_the_row_is_counted_by_the_grader():
-    spec = _spec("14.4", "24 rows")
+    spec = _spec("14.4", "8 rows")
     twice = SOFTMAX_BODY.replace("    e = tl.exp(x - tl.max(x, axis=0))\n",
                                  "    top = tl.max(x, axis=0)\n"
                                  "    x = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=0.0)\n"
                                  "    e = tl.exp(x - top)\n")
     problems = judge.check_softmax(spec, (SOFTMAX_HEAD + twice).encode(), Tolerance())
-    assert problems == ["the kernel loaded 49,152 bytes from X; the closed form is 24,576 (2 times the closed form)"]
+    assert problems == ["the kernel loaded 16,384 bytes from X; the closed form is 8,192 (2 times the closed form)"]
 
 
 def test_a_ragged_edge_without_masks_is_refused_and_with_masks_passes():
@@ -146,7 +147,7 @@ def test_an_attention_that_builds_the_score_matrix_cannot_run_in_the_memory_allo
         if lift and not confinement.available():
             continue  # without the sandbox this test runs as root, who may lift any limit
         assert len(problems) == 1, (lift, shared, problems)
-        assert problems[0].startswith("run by the grader at N = 4,096, FlashAttention ran out of the memory it is "
+        assert problems[0].startswith("run by the grader at N = 2,048, FlashAttention ran out of the memory it is "
                                       "allowed") or "not allowed to raise maximum limit" in problems[0], problems
 
 
@@ -165,3 +166,14 @@ def test_the_closed_forms_by_hand():
     assert judge.key_rows(40, (16, 16), False) == 120 and judge.key_rows(40, (16, 16), True) == 16 + 32 + 40
     assert judge.key_rows(200, (64, 32), True) == 64 + 128 + 192 + 200
     assert judge.softmax_traffic(3, 5) == ({"x": 60, "y": 0}, {"x": 0, "y": 60})
+
+
+def test_a_kernel_that_never_ends_fails_its_case_and_the_next_case_gets_a_fresh_process(monkeypatch):
+    spec = _spec("14.4", "12 rows of 777")
+    judge.check_softmax(spec, source("softmax").encode(), Tolerance())  # the process has answered once: warm
+    monkeypatch.setattr(judge, "RUN_SECONDS", 2.0)
+    endless = SOFTMAX_HEAD + "    while True:\n        pass\n" + SOFTMAX_BODY
+    assert judge.check_softmax(spec, endless.encode(), Tolerance()) == [
+        "your code did not finish within 2 s when the grader ran it (the course's takes about a second)"]
+    monkeypatch.setattr(judge, "RUN_SECONDS", 30.0)
+    assert judge.check_softmax(spec, source("softmax").encode(), Tolerance()) == []
