@@ -24,6 +24,7 @@ to check, never a verdict.
 """
 from __future__ import annotations
 
+import math
 import os
 import resource
 from typing import Any
@@ -46,9 +47,9 @@ def _floats(data: bytes, offset: int, shape: list[int]) -> tuple[Any, int]:
     import numpy as np
     import torch
 
-    count = int(np.prod(shape))
-    array = np.frombuffer(data, dtype=np.float32, count=count, offset=offset).reshape(shape).copy()
-    return torch.from_numpy(array), offset + 4 * count
+    elements = math.prod(int(n) for n in shape)
+    array = np.frombuffer(data, dtype=np.float32, count=elements, offset=offset).reshape(shape).copy()
+    return torch.from_numpy(array), offset + 4 * elements
 
 
 def _run_kernel(header: dict, data: bytes) -> tuple[dict, bytes]:
