@@ -145,6 +145,9 @@ def serve_attention(channel: Channel) -> None:
     import cloudpickle
 
     limit = _address_space() + ATTENTION_HEADROOM
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)  # one already tighter stays
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     while True:
         try:
