@@ -191,11 +191,13 @@ def main() -> None:
         rows = grading_rows()
         print_rows(rows, "grader grade of the solution", WALL_TARGET)
     defs = solution_definitions()
-    interpreted_kernels(defs)
-    if gpu:
+    if gpu:  # the kernels are compiled here; the grader's count runs in the interpreter (a CPU machine)
+        print("\nA GPU is here: the kernels run compiled (the grader counts their traffic in Triton's interpreter on "
+              "a CPU, where this script prints the counts)")
         gpu_kernels(defs)
-    else:
-        print("\nNo GPU here: nothing was compiled or measured on one (predicted times: the notebook's task 14.6).")
+        return
+    interpreted_kernels(defs)
+    print("\nNo GPU here: nothing was compiled or measured on one (predicted times: the notebook's task 14.6).")
 
 
 if __name__ == "__main__":
