@@ -7,9 +7,14 @@ record also checked by simulating the memory (:func:`util.labs.lab15.paged.trace
 a cache laid out contiguously by hand and attended by lab 10's ``Attention.attend``, and indifference to
 garbage. The scheduler: the notebook's two-request example, iteration by iteration. Speculative
 decoding: the plain greedy loop's tokens, and a perfect draft's ``ceil(n / (k + 1))`` target calls.
+
+``check()`` hands a check a wrapper of the student's class or function (its results stored as the grader
+stores them); the checks that need the object itself (a class's methods, a scheduler's ``Decision``) take it
+with ``inspect.unwrap``.
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from util.checks import equal, first, has_keys, is_int
@@ -23,19 +28,19 @@ WORKED_MERGES = [(b"a", b"a"), (b"a", b"b"), (b"aa", b"ab")]
 # ---------------------------------------------------------------- 15.1
 
 def _worked_example(cls) -> str | None:
-    tokenizer = cls.train(WORKED, 3)
+    tokenizer = inspect.unwrap(cls).train(WORKED, 3)
     merges = [(bytes(a), bytes(b)) for a, b in tokenizer.merges]
     return first(equal(merges, WORKED_MERGES, "BPETokenizer.train('aaabdaaabac', 3).merges"),
                  equal(tokenizer.encode(WORKED), [258, 100, 258, 97, 99], "encode('aaabdaaabac')"))
 
 
 def _stops_early(cls) -> str | None:
-    return equal(len(cls.train("ab ab", 10).merges), 2,
+    return equal(len(inspect.unwrap(cls).train("ab ab", 10).merges), 2,
                  "len(BPETokenizer.train('ab ab', 10).merges): once every pre-token is one token, no pair is left")
 
 
 def _byte_fallback(cls) -> str | None:
-    tokenizer = cls.train("the cat sat on the mat, the end", 12)
+    tokenizer = inspect.unwrap(cls).train("the cat sat on the mat, the end", 12)
     text = "naïve café ☕ the cat"
     ids = tokenizer.encode(text)
     return first(equal(tokenizer.decode(ids), text, f"decode(encode({text!r}))"),
@@ -93,7 +98,7 @@ def _hand_traces(cls) -> str | None:
     from util.labs.lab15.paged import replay, trace_problems
 
     for name, (blocks, size, ops, free, copies) in HAND_TRACES.items():
-        steps = replay(cls(blocks, size), ops)
+        steps = replay(inspect.unwrap(cls)(blocks, size), ops)
         problem = first(next(iter(trace_problems(ops, steps, blocks, size)), None),
                         equal([s["free"] for s in steps], free, f"num_free() after each call ({name})"),
                         equal(sum(isinstance(s["result"], list) for s in steps), copies, f"copies ({name})"))
@@ -105,7 +110,7 @@ def _hand_traces(cls) -> str | None:
 def _raises(cls) -> str | None:
     from util.labs.lab15.paged import replay
 
-    steps = replay(cls(3, 4), HAND_TRACES["out of blocks: raise and change nothing"][2])
+    steps = replay(inspect.unwrap(cls)(3, 4), HAND_TRACES["out of blocks: raise and change nothing"][2])
     return equal([s["result"] for s in steps], [None, "raised", None, "raised", None, None],
                  "what each call of the out-of-blocks trace returned ('raised': OutOfBlocks)")
 
@@ -182,7 +187,7 @@ HAND_ITERATIONS = [([], [], [0, 1]), ([], [0, 1], []), ([1], [0], []), ([], [0],
 def _hand_schedule(fn) -> str | None:
     from util.labs.lab15.serving import config_from, requests_from, simulate
 
-    run = simulate(fn, requests_from({"requests": HAND_REQUESTS}), config_from({"config": HAND_CONFIG}))
+    run = simulate(inspect.unwrap(fn), requests_from({"requests": HAND_REQUESTS}), config_from({"config": HAND_CONFIG}))
     found = [(it["preempt"], it["decode"], it["admit"]) for it in run.iterations]
     return first(equal(run.deadlock, None, "the run's deadlock"),
                  equal(found, HAND_ITERATIONS, "(preempt, decode, admit) of each iteration of the notebook's example"))
@@ -192,7 +197,7 @@ def _no_preemption_when_roomy(fn) -> str | None:
     from util.labs.lab15.serving import config_from, requests_from, simulate
 
     config = {"config": {**HAND_CONFIG, "num_blocks": 64, "max_tokens": 64}}
-    run = simulate(fn, requests_from({"requests": HAND_REQUESTS}), config_from(config))
+    run = simulate(inspect.unwrap(fn), requests_from({"requests": HAND_REQUESTS}), config_from(config))
     return first(equal(run.preemptions, 0, "preemptions with 64 blocks"),
                  equal([it["admit"] for it in run.iterations][0], [0, 1],
                        "the first iteration's admissions with room for both"))
