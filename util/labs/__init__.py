@@ -211,9 +211,10 @@ def _code_cells(notebook: Path) -> list[str]:
 
 
 def imported_sources(lab: Lab) -> list[Path]:
-    """The course modules (``util/*.py``, not a lab folder's, not :data:`PLUMBING`) that ``lab``'s folder
-    and its solution import, directly or through other course modules (plumbing included: ``from util
-    import setup`` brings in the seeds): found by reading their imports, so a lab never forgets one."""
+    """The course modules (``util/*.py`` and other labs' modules, not its own folder's, not :data:`PLUMBING`)
+    that ``lab``'s folder and its solution import, directly or through other course modules (plumbing
+    included: ``from util import setup`` brings in the seeds; lab 15's serving imports lab 10's TinyGPT): found
+    by reading their imports, so a lab never forgets one."""
     repo = HERE.parent.parent
     sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py")) if "__pycache__" not in p.parts]
     solution = repo / "solutions" / lab.notebook
@@ -223,8 +224,10 @@ def imported_sources(lab: Lab) -> list[Path]:
     while sources:
         for name in sorted(_imports(sources.pop())):
             parts = name.split(".")
-            if parts[0] != "util" or parts[1:2] == ["labs"]:
-                continue
+            if parts[0] != "util" or parts[1:3] == ["labs", lab.name] or parts[1:] == ["labs"]:
+                continue  # its own folder is counted whole; another lab's module it imports counts as a source
+            if parts[1:2] == ["labs"] and len(parts) > 3 and grader_only(Path(*parts[3:])):
+                continue  # another lab's judges or cases: never a source of this lab
             path = repo.joinpath(*parts)
             path = path.with_suffix(".py") if path.with_suffix(".py").is_file() else path / "__init__.py"
             if path.is_file() and path not in found:

@@ -155,7 +155,6 @@ LAB = Lab(
     notebook="lab15_serving.ipynb",
     judge_timeout=180,  # 15.6 starts a student process: up to 60 s to start, then the decoding
     packages=("torch", "numpy", "cloudpickle"),
-    shared_sources=("util/labs/lab10/gpt.py",),  # TinyGPT: the decodings of 15.4 and 15.6 are its tokens
     tasks=(
         Task(
             id="15.1", title="A BPE tokenizer", answer_points=3,
