@@ -197,3 +197,15 @@ def test_a_cell_that_does_not_parse_imports_nothing_and_the_others_still_count()
     assert labs._imports("def broken(:\n    import util.data") == set()
     assert labs._imports("def f():\n    from util.models import build_model\n") == {"util.models",
                                                                                  "util.models.build_model"}
+
+
+def test_another_labs_module_a_lab_imports_is_one_of_its_sources():
+    """Lab 15 decodes with lab 10's TinyGPT: a change to ``gpt.py`` makes lab 15's references stale, and no other
+    lab's grader-only file is ever counted as a source."""
+    found = labs.source_files(labs.get_lab("lab15"))
+    assert REPO / "util" / "labs" / "lab10" / "gpt.py" in found
+    for lab in LABS.values():
+        for path in labs.source_files(lab):
+            if path.is_relative_to(REPO / "util" / "labs") and not path.is_relative_to(labs.folder(lab)):
+                within = path.relative_to(REPO / "util" / "labs").parts[1:]  # inside the other lab's folder
+                assert not labs.grader_only(Path(*within)), path
