@@ -59,9 +59,9 @@ def test_no_processes_keeps_threads_and_refuses_every_way_to_a_process():
 def test_the_graders_stats_show_where_an_executable_mapping_lies(tmp_path):
     """A process copies a library of the system's under another name into a folder of its own and loads it: the
     grader's stats list the copy by its path, beside the system's own libraries."""
-    from grader.execute.student_process import StudentProcess
-
     import _ctypes
+
+    from grader.execute.student_process import StudentProcess
 
     original = Path(_ctypes.__file__).resolve()
     copy = tmp_path / "my_kernel_helper.so"

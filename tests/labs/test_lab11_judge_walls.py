@@ -1,6 +1,6 @@
 """Lab 11's measured profiles against a notebook that reads recordings instead of measuring, beside a control.
 
-A shipped recording of what is measured (issue 36, class 4): the lab ships ResNet-18's ``torch.profiler`` trace, and
+A shipped recording of what is measured: the lab ships ResNet-18's ``torch.profiler`` trace, and
 a hidden case hands the graded kernel MobileNetV2's, so a ``profile_layers`` that returns those recordings saved
 exactly the numbers a measurement would have, for the two models the measured cases name. The judge now also runs
 the saved ``profile_layers`` again in a student process, on a CNN it draws for the grading, and measures that CNN

@@ -2,16 +2,16 @@
 
 The judge re-runs the student's ``train`` in a student process (``util.labs.lab12.judge_training``). Each attack
 below scored before the judge measured what it now measures; each control plays the same wrong answer straight
-and must lose its points, so what an attack gains is real. By class (issue 36):
+and must lose its points, so what an attack gains is real. By kind of attack:
 
-* **a phase outside the clock** (class 2): the training done while the function is unpickled, before the judge
+* **a phase outside the clock**: the training done while the function is unpickled, before the judge
   started its clock, so that ``train`` itself returns at once. Control: the same training inside ``train``.
-* **a rule in shared state** (class 1): more than one thread, the process's CPU affinity widened for the
+* **a rule in shared state**: more than one thread, the process's CPU affinity widened for the
   training and put back before ``train`` returns (the judge used to look at the affinity at the end only).
   Control: the same work on one thread.
-* **data the student's process can read** (class 3): a weak training run that adds the test images, read
+* **data the student's process can read**: a weak training run that adds the test images, read
   from the course's own data. Control: the same run on the training images it is given.
-* **a shipped recording of the answer** (class 4): the weights of the DigitsCNN the course trains for lab 9 (its
+* **a shipped recording of the answer**: the weights of the DigitsCNN the course trains for lab 9 (its
   export cache), and weights trained in the notebook carried inside the pickle. Control: an untrained model.
 
 Every case is judged through the grader's own judge process, in one call with an honest ``train``, as whoever

@@ -5,17 +5,17 @@ Task 8.3 (the grader runs the student's ``execute`` again and measures its memor
 is an executor that computes out of place, in temporaries ``tracemalloc`` does not see (``mmap``), and copies the
 results into the pool: its kernel evidence is clean, and the grader's re-run is what catches it. The attacks:
 
-* **a phase outside the measurement** (class 2): the temporaries are allocated by the first call and kept, so a
+* **a phase outside the measurement**: the temporaries are allocated by the first call and kept, so a
   re-run that measured only a second call saw none;
-* **the measurement's effect not judged** (class 1): the executor recognises the grader's re-run and does nothing
+* **the measurement's effect not judged**: the executor recognises the grader's re-run and does nothing
   there (the re-run's pool was never checked);
-* **a process beside the one measured** (class 1): the work is done in a forked child, whose memory is its own.
+* **a process beside the one measured**: the work is done in a forked child, whose memory is its own.
 
 Task 8.4 (the grader times the student's library against its naive kernel). The attacks:
 
-* **a rule enforced by a name** (classes 1 and 5): numpy's OpenBLAS copied under another name and called (the
+* **a rule enforced by a name**: numpy's OpenBLAS copied under another name and called (the
   judge refused libraries by name); control: the same BLAS loaded where numpy keeps it;
-* **a rule in shared state** (class 1): rows split over threads that widen their CPU affinity and put it back
+* **a rule in shared state**: rows split over threads that widen their CPU affinity and put it back
   before the call returns (the judge looked at the affinity at the end of each call); control: the same kernel on
   one thread. On a 2-core machine this one can gain at most 2x, and only where the cores are free.
 

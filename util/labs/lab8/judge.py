@@ -19,7 +19,6 @@ from util.artifacts import read_saved_arrays
 from util.contract import Tolerance
 from util.labs.lab8.verify import PEAK_BYTES, matmul_sizes, output_problems, reference_values, run_problems
 
-
 RERUN_BYTES = PEAK_BYTES + 64 * 1024
 """What ``execute``'s one call in the grader's re-run may add to the process's peak resident memory: the kernel's
 bound (:data:`util.labs.lab8.verify.PEAK_BYTES`, bytes allocated) plus a first call's own working set, counted in
@@ -75,9 +74,8 @@ def rerun_problems(spec: Mapping[str, Any], pickled: bytes, tolerance: Tolerance
     set-up left, which keeps what it allocated so that its peak is what it holds."""
     import math
 
-    from util.student_process import ChannelError, StudentProcess
-
     from util.labs.lab8.plans import course_plan
+    from util.student_process import ChannelError, StudentProcess
 
     model, sizes, feeds = _setting(spec)
     plan = course_plan(model, {name: dims for name, (dims, _) in sizes.items()})
