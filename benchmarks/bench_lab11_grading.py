@@ -7,6 +7,10 @@ again beside another grading.
   measure with the grader's own code (``util.labs.lab11.judge_measure``), plus the same copy on the wall
   clock; printed: the spread of each quantity across processes and the worst verdict margin over all
   (unpinned, pinned) pairs, for the bands ``util.labs.lab11.judge`` uses;
+* re-run on drawn models (``--drawn N``): the solution's ``profile_layers`` and ``achieved_gflops`` run again as
+  the judge runs them (a student process) on N drawn CNNs and convolutions against the judge's own measurement,
+  beside a cost model fitted to the shipped ResNet-18 trace and GFLOP/s measured once on another layer: how many
+  pass and their worst margins;
 * grading: ``prepare`` (the ONNX exports), a plain run of the solution, one graded run alone;
 * under load (``--gradings N``, default 20): the solution graded N times, two gradings at a time, so each
   has another beside it on the 2 cores (and whatever else the machine runs). Each grading must get 100;
@@ -14,7 +18,7 @@ again beside another grading.
   measuring afresh while the other grading still runs), and the margins are printed: for a ratio, how far
   inside its band it is as a factor (1.00 is the edge); for a profile, the worst of its three criteria.
 
-    python benchmarks/bench_lab11_grading.py [--gradings 20] [--noise 10] [--no-load]
+    python benchmarks/bench_lab11_grading.py [--gradings 20] [--noise 10] [--drawn 16] [--no-load]
 
 Timings depend on what else runs: the load average is printed first, and with every figure.
 """
@@ -72,14 +76,16 @@ from pathlib import Path
 from util.artifacts import case_stem
 from util.labs import get_lab
 from util.labs.lab11 import judge
+from grader.judge.isolated import serving
 files, out = Path(sys.argv[1]), {}
-for task in get_lab("lab11").tasks:
-    for case in task.cases:
-        if "measure" in case.spec:
-            found = sorted(files.glob(case_stem(case.spec) + ".*"))
-            start = time.perf_counter()
-            problems, figures = judge.assess(case.spec, found[0].read_bytes()) if found else (["no file"], {})
-            out[case.id] = {"problems": problems, "figures": figures, "seconds": time.perf_counter() - start}
+with serving():  # the judge runs profile_layers and achieved_gflops again in a student process
+    for task in get_lab("lab11").tasks:
+        for case in task.cases:
+            if "measure" in case.spec:
+                found = sorted(files.glob(case_stem(case.spec) + ".*"))
+                start = time.perf_counter()
+                problems, figures = judge.assess(case.spec, found[0].read_bytes()) if found else (["no file"], {})
+                out[case.id] = {"problems": problems, "figures": figures, "seconds": time.perf_counter() - start}
 print(json.dumps(out))
 '''
 
@@ -136,6 +142,89 @@ def graded_once(out: Path) -> tuple[float, int]:
     return time.perf_counter() - start, result.score
 
 
+def drawn_study(count: int) -> None:
+    """The re-run on drawn models (``util.labs.lab11.judge``): the solution's ``profile_layers`` and
+    ``achieved_gflops`` in a student process against the judge's own measurement of ``count`` drawn CNNs and
+    convolutions, and what the judge makes of a cost model fitted to the shipped ResNet-18 trace and of GFLOP/s
+    measured once on ResNet-18's layer4.1.conv1 (the margins of the criteria the judge uses on drawn models)."""
+    import math
+    import types
+
+    import cloudpickle
+    import numpy as np
+    import torch
+
+    from grader.author.solution import solution_namespace
+    from grader.judge.isolated import serving
+    from util.labs.lab11 import judge, judge_measure
+    from util.labs.lab11.machine import build, course_input
+    from util.labs.lab11.traces import LAYER_PREFIX, layer_modules, load_trace
+
+    solution = solution_namespace("lab11", tuple(task.id for task in LAB.tasks))
+    honest = {"profile": cloudpickle.dumps(solution["profile_layers"]),
+              "achieved": cloudpickle.dumps(solution["achieved_gflops"])}
+    costs = {}
+    for name, module in layer_modules(resnet := build("resnet18_bnstats")):
+        module.register_forward_hook(lambda m, i, o, n=name: costs.__setitem__(n, (
+            o.numel() * (m.in_features if isinstance(m, torch.nn.Linear) else m.in_channels // m.groups
+                         * math.prod(m.kernel_size)),
+            4 * (i[0].numel() + sum(p.numel() for p in m.parameters()) + o.numel()))))
+    with torch.no_grad():
+        resnet(course_input((1, 3, 64, 64)))
+    best: dict[str, float] = {}
+    for event in load_trace("resnet18_torch")["traceEvents"]:
+        if event.get("cat") == "user_annotation" and event["name"].startswith(LAYER_PREFIX):
+            name = event["name"][len(LAYER_PREFIX):]
+            best[name] = min(best.get(name, math.inf), event["dur"] / 1e6)
+    fit = np.linalg.lstsq(np.array([[1, math.log(costs[n][0] + 1), math.log(costs[n][1])] for n in best]),
+                          np.log([best[n] for n in best]), rcond=None)[0].tolist()
+    attacker = types.ModuleType("bench_attacker")
+    attacker.FIT, attacker.TYPED = fit, judge_measure.achieved("resnet18_bnstats", "layer4.1.conv1", (512, 2, 2),
+                                                               (1, 8, 32), 10)
+    exec('''
+def profile_layers(model, x, runs=10):
+    import math, torch
+    from util.labs.lab11.traces import layer_modules
+    rows = {}
+    def record(m, i, o, name):
+        macs = o.numel() * (m.in_features if isinstance(m, torch.nn.Linear) else m.in_channels // m.groups
+                            * math.prod(m.kernel_size))
+        nbytes = 4 * (i[0].numel() + sum(p.numel() for p in m.parameters()) + o.numel())
+        rows[name] = math.exp(FIT[0] + FIT[1] * math.log(macs + 1) + FIT[2] * math.log(nbytes))
+    hooks = [m.register_forward_hook(lambda m, i, o, n=n: record(m, i, o, n)) for n, m in layer_modules(model)]
+    with torch.no_grad():
+        model(x)
+    for hook in hooks:
+        hook.remove()
+    return rows
+
+def achieved_gflops(layer, sample_shape, batches=(1, 8, 32), runs=10, timer=None):
+    return {b: TYPED[b] for b in batches}
+''', attacker.__dict__)
+    attack = {"profile": cloudpickle.dumps(attacker.profile_layers), "achieved": cloudpickle.dumps(attacker.achieved_gflops)}
+    results: dict[tuple[str, str], list[float]] = {}
+    with serving():
+        for seed in range(count):
+            for who, functions in (("solution", honest), ("attack", attack)):
+                reply, _ = judge._rerun("profile", {"seed": seed, "runs": 10}, functions["profile"], "profile_layers")
+                with judge._quiet_student():
+                    grader = judge_measure.drawn_profile(seed, 10, fresh=True)
+                _, figures = judge._profile_problems(reply["names"], reply["seconds"], grader, "",
+                                                     judge.MIN_DRAWN_IN_BAND, judge.MIN_DRAWN_SHAPE)
+                results.setdefault((who, "profile"), []).append(figures["margin"])
+                reply, _ = judge._rerun("achieved", {"seed": seed, "batches": [1, 8, 32], "runs": 10},
+                                        functions["achieved"], "achieved_gflops")
+                with judge._quiet_student():
+                    grader = judge_measure.drawn_achieved(seed, [1, 8, 32], 10, fresh=True)
+                _, figures = judge._achieved_problems([1, 8, 32], reply["gflops"], grader, "", "",
+                                                      judge.DRAWN_CONV_BAND)
+                results.setdefault((who, "achieved"), []).append(figures["margin"])
+    print(f"\nre-run on {count} drawn models (load average now {os.getloadavg()[0]:.1f}): margin >= 1 passes")
+    for (who, kind), margins in results.items():
+        print(f"  {who:8s} {kind:8s} passed {sum(m >= 1 for m in margins):2d} of {len(margins)}; worst margin "
+              f"{min(margins):.2f}, median {sorted(margins)[len(margins) // 2]:.2f}")
+
+
 WORKER = r'''
 import json, sys, time, subprocess
 from pathlib import Path
@@ -179,6 +268,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gradings", type=int, default=20, help="gradings under load (0: none)")
     parser.add_argument("--noise", type=int, default=10, help="pairs of processes in the noise study (0: none)")
+    parser.add_argument("--drawn", type=int, default=16, help="drawn models in the re-run study (0: none)")
     parser.add_argument("--no-load", action="store_true", help="only the timings of one grading")
     args = parser.parse_args()
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
@@ -200,6 +290,8 @@ def main() -> None:
     print(f"(load average now {os.getloadavg()[0]:.2f})")
     if args.noise and not args.no_load:
         noise_study(args.noise)
+    if args.drawn and not args.no_load:
+        drawn_study(args.drawn)
     if args.gradings and not args.no_load:
         under_load(args.gradings)
 

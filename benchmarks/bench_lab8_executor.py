@@ -54,21 +54,26 @@ def best_of(run, repeats: int) -> float:
 
 
 def kernel_rows(library: bytes, trials: int) -> None:
+    from grader.judge.isolated import serving
+
     residual = graph("residual_mlp")
     workloads = {"500x700x1000": [(500, 700, 1000)],
                  "residual MLP@256 products": matmul_sizes(residual, course_shapes(residual, {"x": [256, 784]}))}
     for label, timed in workloads.items():
         found = []
         for trial in range(trials):
-            problems, measured = judge_library(library, timed=timed, seed=trial)
+            with serving():  # the library runs in a student process, as in grading
+                problems, measured = judge_library(library, timed=timed, seed=trial)
             if problems:
                 sys.exit(f"the solution's kernel failed the grader's check: {problems}")
             found.append(measured)
         speedups = [m["speedup"] for m in found]
+        cpu = [m["cpu_speedup"] for m in found]
         print(f"kernel, {label}: naive {statistics.median(m['naive_s'] for m in found):.4f} s, "
               f"fast {statistics.median(m['fast_s'] for m in found):.4f} s; speed-up min {min(speedups):.1f}x, "
               f"median {statistics.median(speedups):.1f}x over {trials} grader measurements "
-              f"(needs >= {MIN_SPEEDUP:g}x: min / {MIN_SPEEDUP:g} = {min(speedups) / MIN_SPEEDUP:.1f})")
+              f"(needs >= {MIN_SPEEDUP:g}x: min / {MIN_SPEEDUP:g} = {min(speedups) / MIN_SPEEDUP:.1f}); in CPU time "
+              f"min {min(cpu):.1f}x (needs >= {MIN_SPEEDUP:g}x too)")
 
 
 def executor_rows(folder: Path) -> None:

@@ -43,8 +43,20 @@ def digits_files() -> tuple[Path, ...]:
     return tuple(p for p in (root / "data" / "digits.csv.gz", root / "descr" / "digits.rst") if p.is_file())
 
 
-WITHHELD = {"digits": digits_files}
-"""Data sets a judge may withhold from a student process, by name -> the files that hold them."""
+def digits_models() -> tuple[Path, ...]:
+    """The models the course trained on the digits, as its export caches hold them (``util.export_cache``): every
+    cached file whose name says ``digits``. A judge that evaluates a student's training withholds them with the
+    images (``withhold=("digits", "digits_models")``): a process that cannot read the images could otherwise
+    load weights the course trained on them, and be graded on what it did not train."""
+    from util import export_cache
+
+    return tuple(sorted(path for folder in export_cache.shared_dirs() for path in folder.iterdir()
+                        if "digits" in path.name.lower() and path.is_file()))
+
+
+WITHHELD = {"digits": digits_files, "digits_models": digits_models}
+"""Data sets a judge may withhold from a student process, by name -> the files that hold them (read when the
+process starts)."""
 
 
 def digits_split(seed: int = 0) -> DigitsSplit:

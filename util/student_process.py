@@ -207,7 +207,9 @@ class StudentProcess:
     def stats(self) -> dict:
         """What the grader measures of the process itself, outside it: ``cpu_seconds`` (every process it
         ran, exited ones included), ``cpus`` (the CPUs any of its threads may run on), ``libraries``
-        (file names mapped into its processes), ``processes``, ``peak_rss`` and ``rss`` (bytes)."""
+        (file names mapped into its processes), ``executables`` (the paths of the files mapped executable
+        into them, as the processes see them: a library copied somewhere shows where it lies), ``processes``,
+        ``peak_rss`` and ``rss`` (bytes)."""
         return _ask({"stats": self.ident})[0]
 
     def pause(self) -> None:
@@ -265,6 +267,38 @@ def harden() -> None:
     libc.prctl(38, 1, 0, 0, 0)  # no_new_privs
     if libc.prctl(22, 2, ctypes.byref(Program(len(program) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "could not install the student process's seccomp filter")
+
+
+def no_processes() -> None:
+    """From now on this process may start threads but no process (``fork``, ``vfork``, ``posix_spawn``, a
+    ``clone`` without ``CLONE_THREAD``: refused with ``EPERM``; ``clone3``: ``ENOSYS``, so the C library starts
+    threads with ``clone``), kept so by a seccomp filter nothing can remove (Linux x86-64 and arm64; elsewhere
+    nothing changes). A harness calls it before it loads student code when what the grader measures of the
+    process (its peak memory, say) must be all the student's code did: a child's memory is its own."""
+    import ctypes
+    import platform
+
+    machines = {"x86_64": (0xC000003E, 57, 58, 56, 435), "aarch64": (0xC00000B7, 0xFFFFFFFF, 0xFFFFFFFF, 220, 435)}
+    if platform.machine() not in machines or not sys.platform.startswith("linux"):
+        return
+    arch, fork, vfork, clone, clone3 = machines[platform.machine()]
+    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050001, 0x00050026
+    code = [(ld, 0, 0, 4), (jeq, 0, 9, arch),  # another architecture: harden() refuses it already
+            (ld, 0, 0, 0), (jeq, 6, 0, fork), (jeq, 5, 0, vfork),
+            (jeq, 0, 1, clone3), (ret, 0, 0, enosys),
+            (jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1, 0, 0x00010000),  # clone's flags: CLONE_THREAD?
+            (ret, 0, 0, eperm), (ret, 0, 0, allow)]
+    program = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in code)
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(program, len(program))
+    libc.prctl(38, 1, 0, 0, 0)  # no_new_privs (harden() set it already where it ran)
+    if libc.prctl(22, 2, ctypes.byref(Program(len(program) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "could not install the filter that keeps this process from starting others")
 
 
 def main() -> None:

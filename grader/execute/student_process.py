@@ -72,8 +72,10 @@ class StudentProcess:
         return min(running)[2] if running else None
 
     def stats(self) -> dict:
-        """CPU seconds, CPUs, libraries, processes and memory, measured by the grader (see the module's docstring)."""
-        cpu, cpus, libraries, count = 0.0, set(), set(), 0
+        """CPU seconds, CPUs, libraries (names; and ``executables``: the paths of the files mapped executable, as
+        the processes see them, a deleted one marked so), processes and memory, measured by the grader (see the
+        module's docstring)."""
+        cpu, cpus, libraries, executables, count = 0.0, set(), set(), set(), 0
         for proc in self.tree():
             try:
                 times = proc.cpu_times()
@@ -88,6 +90,8 @@ class StudentProcess:
                     parts = line.split(None, 5)
                     if len(parts) == 6 and parts[5].startswith("/"):
                         libraries.add(Path(parts[5]).name)
+                        if "x" in parts[1]:
+                            executables.add(parts[5])
             except (psutil.Error, OSError):
                 continue
         harness = self.harness()
@@ -101,7 +105,8 @@ class StudentProcess:
             except (OSError, ValueError):
                 pass
         return {"cpu_seconds": round(cpu, 4), "cpus": sorted(cpus), "libraries": sorted(libraries),
-                "processes": count, "peak_rss": peak, "rss": rss, "exit": self.exit_code()}
+                "executables": sorted(executables)[:500], "processes": count, "peak_rss": peak, "rss": rss,
+                "exit": self.exit_code()}
 
     def exit_code(self) -> int | None:
         """How it ended (the sandbox passes a signal on as 128 + its number), or ``None`` while it runs."""

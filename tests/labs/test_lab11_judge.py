@@ -1,8 +1,9 @@
 """Lab 11's judge of its measured cases, on recorded and synthetic measurements (no timing decides a test here).
 
-The grader's own measurement (``judge_measure``) is replaced by fixed numbers, so each verdict here is
-decided by the judge's logic alone: bands, rank correlation, the share of layers in band, the second
-measurement before a failure, and what a hostile saved file gets. The live measurement path is tested for
+The grader's own measurement (``judge_measure``) and the student process the judge runs the student's function
+in again are replaced by fixed numbers, so each verdict here is decided by the judge's logic alone: bands, rank
+correlation, the share of layers in band, the second measurement before a failure, the re-run on a drawn model,
+and what a hostile saved file gets. The live measurement path is tested for
 plumbing in ``test_lab11_lab.py``; the margins under load are the benchmark's (``bench_lab11_grading.py``).
 """
 from __future__ import annotations
@@ -41,14 +42,31 @@ def recorded_profile() -> dict[str, float]:
     return best
 
 
-class Grader:
-    """Stands in for ``judge_measure``: fixed measurements, a different one when asked to measure afresh."""
+DRAWN_PROFILE = {str(2 * i): 1e-5 * (i + 1) ** 2 for i in range(14)}
+"""The grader's measurement of a drawn CNN, in these tests: 14 layers from 10 us to 2 ms."""
+DRAWN_ACHIEVED = {1: 20.0, 8: 60.0, 32: 90.0}
 
-    def __init__(self, first: float, fresh: float | None = None, profile=None, achieved=None):
+
+class Grader:
+    """Stands in for ``judge_measure`` and for the student process the judge runs the student's function in again:
+    fixed measurements, a different one when asked to measure afresh; the re-run answers ``rerun`` (default: the
+    grader's own measurement of the drawn model, a pass) and records the seeds it was asked for."""
+
+    def __init__(self, first: float, fresh: float | None = None, profile=None, achieved=None, rerun=None):
         self.first, self.again = first, first if fresh is None else fresh
         self.profile_first = profile or recorded_profile()
         self.achieved_first = achieved or {1: 10.0, 8: 80.0, 32: 160.0}
+        self.rerun = rerun
         self.calls: list[bool] = []
+        self.seeds: list[int] = []
+
+    def rerun_answer(self, kind: str, request: dict, pickled: bytes, what: str):
+        self.seeds.append(request["seed"])
+        if self.rerun is not None:
+            return self.rerun(kind, request)
+        if kind == "profile":
+            return {"names": list(DRAWN_PROFILE), "seconds": list(DRAWN_PROFILE.values())}, ""
+        return {"batches": list(DRAWN_ACHIEVED), "gflops": list(DRAWN_ACHIEVED.values())}, ""
 
     def value(self, fresh: bool) -> float:
         self.calls.append(fresh)
@@ -61,6 +79,10 @@ class Grader:
                             lambda model, shape, runs, fresh=False: (self.calls.append(fresh), self.profile_first)[1])
         monkeypatch.setattr(judge_measure, "achieved",
                             lambda *args, fresh=False, **kwargs: (self.calls.append(fresh), self.achieved_first)[1])
+        monkeypatch.setattr(judge_measure, "drawn_profile", lambda seed, runs, fresh=False: DRAWN_PROFILE)
+        monkeypatch.setattr(judge_measure, "drawn_achieved", lambda seed, batches, runs, fresh=False: DRAWN_ACHIEVED)
+        monkeypatch.setattr(judge, "_rerun", self.rerun_answer)
+        monkeypatch.setattr(judge, "drawn_seed", iter(range(1000, 2000)).__next__)
         return self
 
 
@@ -105,8 +127,13 @@ def test_a_hostile_machine_file_gets_one_message_and_no_second_measurement(monke
     assert True not in grader.calls
 
 
+FUNCTION = np.frombuffer(b"a pickled function", dtype=np.uint8)
+"""What a case saves of the student's function (the judge hands it to a student process; never unpickled here)."""
+
+
 def profile_file(times: dict[str, float]) -> bytes:
-    return npz(names=np.array(list(times), dtype=str), seconds=np.array(list(times.values()), dtype=np.float64))
+    return npz(names=np.array(list(times), dtype=str), seconds=np.array(list(times.values()), dtype=np.float64),
+               function=FUNCTION)
 
 
 def test_a_profile_like_the_graders_passes_even_when_slower_throughout(monkeypatch):
@@ -150,14 +177,18 @@ def test_a_roofline_prediction_passed_off_as_a_measurement_fails(monkeypatch):
 ])
 def test_a_profile_with_the_wrong_layers_is_refused(monkeypatch, names, seconds, found):
     Grader(0.0).install(monkeypatch)
-    problems = judge.check(PROFILE, npz(names=np.array(names, dtype=str), seconds=np.array(seconds)), EXACT)
+    problems = judge.check(PROFILE, npz(names=np.array(names, dtype=str), seconds=np.array(seconds), function=FUNCTION),
+                           EXACT)
     assert len(problems) == 1 and found in problems[0], problems
 
 
 def test_a_hostile_profile_file_is_refused_without_measuring_twice(monkeypatch):
     grader = Grader(0.0).install(monkeypatch)
-    for data in (npz(names=np.arange(21), seconds=np.ones(21)), npz(names=np.array(["a"]), seconds=np.array([np.inf])),
-                 npz(names=np.array(["a", "b"]), seconds=np.array([1.0])), npz(seconds=np.ones(3))):
+    for data in (npz(names=np.arange(21), seconds=np.ones(21), function=FUNCTION),
+                 npz(names=np.array(["a"]), seconds=np.array([np.inf]), function=FUNCTION),
+                 npz(names=np.array(["a", "b"]), seconds=np.array([1.0]), function=FUNCTION), npz(seconds=np.ones(3)),
+                 npz(names=np.array(list(recorded_profile())), seconds=np.ones(21)),
+                 npz(names=np.array(list(recorded_profile())), seconds=np.ones(21), function=np.ones(3))):
         problems = judge.check(PROFILE, data, EXACT)
         assert len(problems) == 1 and not problems[0].startswith("INVALID"), problems
     assert True not in grader.calls
@@ -165,13 +196,15 @@ def test_a_hostile_profile_file_is_refused_without_measuring_twice(monkeypatch):
 
 def test_achieved_gflops_are_judged_per_batch_in_the_conv_band(monkeypatch):
     Grader(0.0).install(monkeypatch)
-    good = npz(batches=np.array([1, 8, 32]), gflops=np.array([4.0, 200.0, 400.0]))  # 0.4x, 2.5x, 2.5x: inside 1/3..3
+    good = npz(batches=np.array([1, 8, 32]), gflops=np.array([4.0, 200.0, 400.0]),  # 0.4x, 2.5x, 2.5x: inside 1/3..3
+               function=FUNCTION)
     assert judge.check(ACHIEVED, good, EXACT) == []
-    per_sample = npz(batches=np.array([1, 8, 32]), gflops=np.array([10.0, 10.0, 5.0]))  # MACs of one sample only
+    per_sample = npz(batches=np.array([1, 8, 32]), gflops=np.array([10.0, 10.0, 5.0]),  # MACs of one sample only
+                     function=FUNCTION)
     problems = judge.check(ACHIEVED, per_sample, EXACT)
     assert len(problems) == 1 and "at batch 8 is 0.12x" in problems[0] and "whole batch" in problems[0]
-    for data in (npz(batches=np.array([1, 8]), gflops=np.array([1.0, 1.0])),
-                 npz(batches=np.array([1.0, 8.0, 32.0]), gflops=np.ones(3))):
+    for data in (npz(batches=np.array([1, 8]), gflops=np.array([1.0, 1.0]), function=FUNCTION),
+                 npz(batches=np.array([1.0, 8.0, 32.0]), gflops=np.ones(3), function=FUNCTION)):
         assert "for the batches [1, 8, 32]" in judge.check(ACHIEVED, data, EXACT)[0]
 
 
@@ -183,3 +216,56 @@ def test_the_judges_spearman_is_the_textbook_one():
         a, b = rng.integers(0, 6, 15), rng.integers(0, 6, 15)  # many ties
         assert judge.spearman(a, b) == pytest.approx(spearmanr(a, b).statistic, rel=1e-12)
     assert judge.spearman([1, 1, 1], [1, 2, 3]) == 0.0
+
+
+def test_a_profile_read_from_a_recording_fails_when_run_again_on_a_drawn_cnn(monkeypatch):
+    """The kernel's profile of ResNet-18 is the shipped trace itself (it matches the grader's profile, which the
+    trace plays here), and so is what ``profile_layers`` returns when the grader runs it again on a CNN it drew:
+    the layers are not that CNN's."""
+    recorded = recorded_profile()
+    grader = Grader(0.0, rerun=lambda kind, request: ({"names": list(recorded), "seconds": list(recorded.values())},
+                                                      "")).install(monkeypatch)
+    problems = judge.check(PROFILE, profile_file(recorded), EXACT)
+    assert len(problems) == 1 and problems[0].startswith("run again by the grader on a CNN it drew for this grading, "
+                                                         "profile_layers returned 21 layer names; the model has 14")
+    assert grader.seeds == [1000] and True not in grader.calls  # an invalid answer is not measured twice
+
+
+def test_a_cost_model_on_the_drawn_cnn_fails_on_its_shape(monkeypatch):
+    """Times within 2x of the grader's for all but two layers, ranked alike and adding up: what a cost model fitted
+    to a recording can reach (12 of 14 layers in band passes that criterion). Two layers 3x off spoil the profile's
+    shape, so it fails, and the grader measures again (the same drawn CNN) before it does."""
+    predicted = {name: t * (3.0 if name in ("4", "18") else 1.0) for name, t in DRAWN_PROFILE.items()}
+    grader = Grader(0.0, rerun=lambda kind, request: ({"names": list(predicted), "seconds": list(predicted.values())},
+                                                      "")).install(monkeypatch)
+    problems = judge.check(PROFILE, profile_file(recorded_profile()), EXACT)
+    assert [p.split(": ")[0] for p in problems] == [
+        "run again by the grader on a CNN it drew for this grading, only 86% of your layer times keep the proportions "
+        "of the grader's (within 0.5x to 2x of your times' median ratio to the grader's; 90% needed)"]
+    assert grader.seeds == [1000, 1000] and grader.calls == [False, True]
+    problems, figures = judge.assess(PROFILE, profile_file(recorded_profile()), seed=7)
+    assert figures["drawn_shape_in_band"] == figures["drawn_layers_in_band"] == pytest.approx(12 / 14)
+    assert figures["margin"] == pytest.approx((12 / 14) / judge.MIN_DRAWN_SHAPE) and grader.seeds[-1] == 7
+
+
+def test_achieved_gflops_typed_in_fail_on_the_drawn_convolution(monkeypatch):
+    """The kernel's numbers match the grader's for ResNet-18's layer4.1.conv1 (they were measured there once);
+    returned again for the convolution the grader drew, they are 2.5x off at batch 1."""
+    typed = {1: 50.0, 8: 60.0, 32: 90.0}
+    Grader(0.0, achieved=typed, rerun=lambda kind, request: ({"batches": list(typed), "gflops": list(typed.values())},
+                                                             "")).install(monkeypatch)
+    problems = judge.check(ACHIEVED, npz(batches=np.array(list(typed)), gflops=np.array(list(typed.values())),
+                                         function=FUNCTION), EXACT)
+    assert len(problems) == 1 and problems[0].startswith(
+        "run again by the grader on a convolution it drew for this grading, achieved_gflops at batch 1 is 2.50x what "
+        "the grader measured for a ")
+
+
+def test_a_re_run_that_raises_or_answers_garbage_fails_with_what_happened(monkeypatch):
+    recorded = recorded_profile()
+    for answer, found in (((None, "run again by the grader on a model of its own, profile_layers raised ValueError: x"),
+                           "profile_layers raised ValueError: x"),
+                          (({"names": ["0"], "seconds": ["1"]}, ""), "did not return {layer name: seconds}")):
+        Grader(0.0, rerun=lambda kind, request, answer=answer: answer).install(monkeypatch)
+        problems = judge.check(PROFILE, profile_file(recorded), EXACT)
+        assert len(problems) == 1 and found in problems[0], problems

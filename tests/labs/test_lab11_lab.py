@@ -149,17 +149,24 @@ def test_exact_cases_give_the_references_at_two_threads_too(solution, tmp_path, 
 
 
 def test_the_live_measurement_path_runs_end_to_end(solution, tmp_path, monkeypatch):
-    """The solution's measured cases save what the judge reads, and the judge's own measurements come back
-    as positive numbers for the same layers; whether they agree is the benchmark's business."""
+    """The solution's measured cases save what the judge reads (the profile and the achieved GFLOP/s with the
+    function itself), the judge runs those functions again in a student process on a model it draws, and its own
+    measurements come back as positive numbers for the same layers; whether they agree is the benchmark's business."""
+    from grader.judge.isolated import serving
+
     monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path))
     cpu = os.sched_getaffinity(0)
     try:
-        for task, case in MEASURED:
-            record = task.run_case(solution[task.function], case.spec)
-            data = (tmp_path / "files" / record["saved"]).read_bytes()
-            problems, figures = judge.assess(case.spec, data)
-            assert figures and all(math.isfinite(v) and v > 0 for v in figures.values()), (case.id, problems, figures)
-            assert all(isinstance(p, str) for p in problems)
+        with serving():
+            for task, case in MEASURED:
+                record = task.run_case(solution[task.function], case.spec)
+                data = (tmp_path / "files" / record["saved"]).read_bytes()
+                problems, figures = judge.assess(case.spec, data, seed=5)
+                assert figures and all(math.isfinite(v) and v > 0 for v in figures.values()), (case.id, problems,
+                                                                                              figures)
+                assert all(isinstance(p, str) for p in problems)
+                if case.spec["measure"] in ("profile", "achieved"):
+                    assert {"drawn_spearman", "drawn_ratio@1"} & set(figures), figures
     finally:
         os.sched_setaffinity(0, cpu)  # the judge pins the process it measures in
         torch.set_num_threads(1)

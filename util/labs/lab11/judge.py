@@ -8,6 +8,20 @@ one CPU, one thread, best of runs) and compares; it never compares with a number
 Before it fails a case it measures once more and fails only if that measurement disagrees too (a
 grader's unlucky moment must not cost a student points).
 
+**Run again on a model no recording answers.** A number the kernel saved could have been read from a recording
+instead of measured: the lab ships ResNet-18's traces, a hidden case hands the kernel MobileNetV2's, and a
+notebook can keep what it measured in an earlier run. So for a profile and for achieved GFLOP/s the case also
+saved the student's function itself (pickled by value), and the judge runs it again in a student process
+(:mod:`util.labs.lab11.measure_harness`, pinned to the judge's CPU) on a CNN or a convolution made from a seed
+drawn for this assessment (:func:`drawn_seed`; :func:`util.labs.lab11.machine.drawn_cnn` and
+:func:`~util.labs.lab11.machine.drawn_conv`), then measures the same model itself while every process of the
+student's is stopped, and compares the two as above, with tighter criteria this pairing allows: the profile needs
+:data:`MIN_DRAWN_IN_BAND` of its layers in band and :data:`MIN_DRAWN_SHAPE` of them within :data:`BAND` of its
+median ratio (its shape); the convolution's GFLOP/s must be within :data:`DRAWN_CONV_BAND`. Both comparisons must
+pass. The measurement again before a failure uses the same drawn model. A machine number (peak, bandwidth) is
+not run again: it is the same whatever the workload's details, so a number measured in another run stays
+within the band (the fixed-timer case grades its arithmetic exactly).
+
 The bands come from the lab's noise study (``benchmarks/bench_lab11_grading.py`` runs it and prints it):
 pairs of fresh processes, one unpinned as a graded kernel is and one pinned as the judge is, run at the same
 time on a 2-vCPU machine at load averages of 4 to 10, each measuring with this judge's own code:
@@ -48,10 +62,23 @@ BAND = (0.5, 2.0)
 """Student's measurement / grader's measurement, for the peak, the bandwidth and per-layer times."""
 CONV_BAND = (1 / 3, 3.0)
 """Student's / grader's achieved GFLOP/s of one conv at one batch (see the module's docstring)."""
+DRAWN_CONV_BAND = (0.5, 2.0)
+"""The same on the convolution the grader draws (:func:`util.labs.lab11.machine.drawn_conv`), measured by the
+student's ``achieved_gflops`` in a student process pinned to the judge's CPU, one after the other: at load averages
+of 14 to 20 on 2 cores the solution's ratios stayed within 0.57x to 1.76x over 40 drawn convolutions; numbers
+measured once on another layer (ResNet-18's layer4.1.conv1) fell outside on about four in five."""
 MIN_SPEARMAN = 0.8
 """Smallest rank correlation accepted between the student's per-layer profile and the grader's."""
 MIN_LAYERS_IN_BAND = 0.75
 """Share of the layers whose time must be within :data:`BAND` of the grader's."""
+MIN_DRAWN_IN_BAND = 0.85
+"""The same share on the CNN the grader draws (:func:`util.labs.lab11.machine.drawn_cnn`: 14 to 18 layers, none
+of them tiny, so a measurement has them all in band; a cost model fitted to a recording has some far off)."""
+MIN_DRAWN_SHAPE = 0.9
+"""On the drawn CNN, the share of layers whose ratio (student's / grader's time) is within :data:`BAND` of the
+median ratio: the profile's shape, whatever the load did to both profiles' scale. Measured at load averages of
+14 to 18 on 2 cores, every layer of the solution's profiles was within 0.58x to 1.16x of its median ratio; a cost
+model fitted to the shipped ResNet-18 trace had 11 % to 47 % of its layers outside."""
 UNITS = {"peak": "GFLOP/s", "bandwidth": "GB/s"}
 
 
@@ -59,28 +86,32 @@ def check(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[st
     """Problems with a case's saved measurement (empty: it passes); an exact case passes here."""
     if spec.get("measure") is None:
         return []
-    problems, _ = _assess(spec, data, fresh=False)
+    seed = drawn_seed()
+    problems, _ = _assess(spec, data, fresh=False, seed=seed)
     if problems and not _invalid(problems):
-        problems, _ = _assess(spec, data, fresh=True)  # measured again before a case fails
+        problems, _ = _assess(spec, data, fresh=True, seed=seed)  # measured again (the same model) before it fails
     return _strip(problems)
 
 
-def assess(spec: Mapping[str, Any], data: bytes, *, fresh: bool = False) -> tuple[list[str], dict[str, float]]:
+def assess(spec: Mapping[str, Any], data: bytes, *, fresh: bool = False,
+           seed: int | None = None) -> tuple[list[str], dict[str, float]]:
     """The problems with a measured case and the figures they were decided on (ratios, correlation, and
     ``margin``: how far, as a factor, the worst of them is inside its band; below 1 it is outside).
-    ``fresh`` makes the grader measure again instead of reusing its measurement."""
-    problems, figures = _assess(spec, data, fresh=fresh)
+    ``fresh`` makes the grader measure again instead of reusing its measurement; ``seed`` chooses the model
+    a profile or an achieved GFLOP/s is run again on (default: drawn afresh, :func:`drawn_seed`). Runs in a
+    judge process, or under ``grader.judge.isolated.serving()`` (it starts a student process)."""
+    problems, figures = _assess(spec, data, fresh=fresh, seed=drawn_seed() if seed is None else seed)
     return _strip(problems), figures
 
 
-def _assess(spec: Mapping[str, Any], data: bytes, *, fresh: bool) -> tuple[list[str], dict[str, float]]:
+def _assess(spec: Mapping[str, Any], data: bytes, *, fresh: bool, seed: int) -> tuple[list[str], dict[str, float]]:
     measure = spec.get("measure")
     if measure in UNITS:
         return _machine(spec, data, fresh)
     if measure == "profile":
-        return _profile(spec, data, fresh)
+        return _profile(spec, data, fresh, seed)
     if measure == "achieved":
-        return _achieved(spec, data, fresh)
+        return _achieved(spec, data, fresh, seed)
     return [f"the grader does not know the measurement {str(measure)[:40]!r}"], {}
 
 
@@ -151,48 +182,152 @@ def spearman(a, b) -> float:
     return float((ra * rb).sum() / denominator) if denominator else 0.0
 
 
-def _profile(spec, data, fresh) -> tuple[list[str], dict[str, float]]:
+def drawn_seed() -> int:
+    """A fresh seed for the model the grader runs the student's function on again: drawn for each assessment,
+    never written anywhere a submission can read, so no recording made before the grading can answer it."""
+    import secrets
+
+    return secrets.randbelow(1 << 31)
+
+
+_student = None
+"""The student process this judge process runs the student's functions in again (one for all its cases)."""
+RERUN_SECONDS = 60.0
+"""How long one re-run may take in the student process (a profile of 10 passes of a drawn CNN: under a second)."""
+
+
+def _rerun(kind: str, request: dict, pickled: bytes, what: str) -> tuple[dict | None, str]:
+    """``(answer, problem)``: the student's function (``pickled``) run by :mod:`util.labs.lab11.measure_harness`
+    on the request (``kind`` ``"profile"`` or ``"achieved"``) in a student process on this judge's CPU; the
+    answer is untrusted data, ``None`` with a problem when there is none."""
+    global _student
+    from util.labs.lab11 import judge_measure
+    from util.student_process import ChannelError, StudentProcess
+
+    cpu = judge_measure.pin()
+    for attempt in range(2):
+        try:
+            if _student is None:
+                _student = StudentProcess.start("util.labs.lab11.measure_harness:serve", cpu=cpu, max_data=1 << 16,
+                                                seconds=600)
+            _student.send({kind: request}, data=pickled)
+            reply, _ = _student.receive(timeout=RERUN_SECONDS)
+            break
+        except ChannelError as exc:
+            if _student is not None:
+                _student.close()
+            _student = None
+            if attempt or "time allowed" in str(exc):
+                return None, f"the grader could not run {what} again on a model of its own ({exc})"
+    if "raised" in reply:
+        return None, _INVALID + f"run again by the grader on a model of its own, {what} raised {str(reply['raised'])[:250]}"
+    return reply, ""
+
+
+def _quiet_student():
+    """While the judge measures: every process of the student's stopped (``SIGSTOP``), if there is one."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def quiet():
+        paused = False
+        if _student is not None:
+            try:
+                _student.pause()
+                paused = True
+            except Exception:  # noqa: BLE001 - a gone process cannot disturb the measurement
+                pass
+        try:
+            yield
+        finally:
+            if paused:
+                try:
+                    _student.resume()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    return quiet()
+
+
+def _profile(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
     from util.labs.lab11 import judge_measure
 
-    arrays, problems = read_saved_arrays(data, expected=["names", "seconds"])
+    arrays, problems = read_saved_arrays(data, expected=["names", "seconds", "function"])
     if problems:
         return [_INVALID + p for p in problems], {}
     names, seconds = arrays["names"], arrays["seconds"]
     if names.dtype.kind != "U" or names.ndim != 1 or seconds.shape != names.shape or not _positive(seconds):
         return [_INVALID + "profile_layers must return {layer name: seconds} with a positive, finite number of "
                 f"seconds for each layer; found {names.size} names and seconds {seconds.reshape(-1)[:3].tolist()}"], {}
+    if arrays["function"].dtype != np.uint8 or arrays["function"].ndim != 1:
+        return [_INVALID + "the case saved no profile_layers for the grader to run again"], {}
     grader = judge_measure.profile(spec["model"], spec["shape"], spec["runs"], fresh=fresh)
-    found = dict(zip(names.tolist(), seconds.tolist()))
+    problems, figures = _profile_problems(names.tolist(), seconds.tolist(), grader, "")
+    if _invalid(problems):
+        return problems, figures
+    reply, problem = _rerun("profile", {"seed": seed, "runs": int(spec["runs"])}, arrays["function"].tobytes(),
+                            "profile_layers")
+    if reply is None:
+        return problems + [problem], figures
+    with _quiet_student():
+        drawn = judge_measure.drawn_profile(seed, spec["runs"], fresh=fresh)
+    names, seconds = reply.get("names"), reply.get("seconds")
+    if not isinstance(names, list) or not isinstance(seconds, list) or len(names) != len(seconds) \
+            or not all(isinstance(n, str) for n in names) \
+            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
+                       for t in seconds):
+        return problems + [_INVALID + "run again by the grader on a CNN of its own, profile_layers did not return "
+                           "{layer name: seconds} with a positive, finite number of seconds for each layer"], figures
+    again, more = _profile_problems(names, seconds, drawn, "run again by the grader on a CNN it drew for this grading, ",
+                                    MIN_DRAWN_IN_BAND, MIN_DRAWN_SHAPE)
+    figures.update({f"drawn_{key}": value for key, value in more.items() if key != "margin"})
+    figures["margin"] = min(figures.get("margin", math.inf), more.get("margin", 0.0))
+    return problems + again, figures
+
+
+def _profile_problems(names: list, seconds: list, grader: dict[str, float], where: str,
+                      min_in_band: float = MIN_LAYERS_IN_BAND, min_shape: float = 0.0) -> tuple[list[str], dict[str, float]]:
+    """The student's profile ``names``/``seconds`` against the grader's ``{layer: seconds}``: the layers, the
+    rank correlation, the total, the share of layers within :data:`BAND` (at least ``min_in_band``) and the share
+    within :data:`BAND` of the median ratio (at least ``min_shape``); ``where`` starts each sentence."""
+    found = dict(zip(names, seconds))
     missing, extra = [n for n in grader if n not in found], [n for n in found if n not in grader]
     if missing or extra or len(found) != len(names):
-        return [_INVALID + f"profile_layers returned {len(names)} layer names; the model has {len(grader)} Conv2d and "
-                f"Linear layers" + (f", missing {missing[:3]}" if missing else "")
+        return [_INVALID + f"{where}profile_layers returned {len(names)} layer names; the model has {len(grader)} "
+                "Conv2d and Linear layers" + (f", missing {missing[:3]}" if missing else "")
                 + (f", not layers: {extra[:3]}" if extra else "") + " (use the module names of model.named_modules())"], {}
-    mine = np.array([found[n] for n in grader])
-    theirs = np.array(list(grader.values()))
+    mine = np.array([found[n] for n in grader], dtype=np.float64)
+    theirs = np.array(list(grader.values()), dtype=np.float64)
     rho = spearman(mine, theirs)
     total = float(mine.sum() / theirs.sum())
     ratios = mine / theirs
     within = float(np.mean((ratios >= BAND[0]) & (ratios <= BAND[1])))
-    figures = {"spearman": rho, "total_ratio": total, "layers_in_band": within,
-               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, BAND), within / MIN_LAYERS_IN_BAND)}
+    relative = ratios / float(np.median(ratios))
+    shape = float(np.mean((relative >= BAND[0]) & (relative <= BAND[1])))
+    figures = {"spearman": rho, "total_ratio": total, "layers_in_band": within, "shape_in_band": shape,
+               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, BAND), within / min_in_band,
+                             shape / min_shape if min_shape else math.inf)}
     problems = []
     if rho < MIN_SPEARMAN:
-        problems.append(f"your per-layer times rank the layers unlike the grader's own profile (Spearman {rho:.3f}, "
-                        f"at least {MIN_SPEARMAN:g} needed): warm up first and take each layer's best of the runs")
+        problems.append(f"{where}your per-layer times rank the layers unlike the grader's own profile (Spearman "
+                        f"{rho:.3f}, at least {MIN_SPEARMAN:g} needed): warm up first and take each layer's best of the runs")
     if not BAND[0] <= total <= BAND[1]:
-        problems.append(f"your per-layer times add up to {total:.2f}x the grader's (within {BAND[0]:g}x to "
+        problems.append(f"{where}your per-layer times add up to {total:.2f}x the grader's (within {BAND[0]:g}x to "
                         f"{BAND[1]:g}x needed): report seconds, the best of the runs")
-    if within < MIN_LAYERS_IN_BAND:
-        problems.append(f"only {within:.0%} of your layer times are within {BAND[0]:g}x to {BAND[1]:g}x of the "
-                        f"grader's ({MIN_LAYERS_IN_BAND:.0%} needed): measure each layer, do not predict it")
+    if within < min_in_band:
+        problems.append(f"{where}only {within:.0%} of your layer times are within {BAND[0]:g}x to {BAND[1]:g}x of the "
+                        f"grader's ({min_in_band:.0%} needed): measure each layer, do not predict it")
+    if shape < min_shape:
+        problems.append(f"{where}only {shape:.0%} of your layer times keep the proportions of the grader's (within "
+                        f"{BAND[0]:g}x to {BAND[1]:g}x of your times' median ratio to the grader's; {min_shape:.0%} "
+                        "needed): measure each layer, do not predict it")
     return problems, figures
 
 
-def _achieved(spec, data, fresh) -> tuple[list[str], dict[str, float]]:
+def _achieved(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
     from util.labs.lab11 import judge_measure
 
-    arrays, problems = read_saved_arrays(data, expected=["batches", "gflops"])
+    arrays, problems = read_saved_arrays(data, expected=["batches", "gflops", "function"])
     if problems:
         return [_INVALID + p for p in problems], {}
     batches, gflops = arrays["batches"].reshape(-1), arrays["gflops"].reshape(-1)
@@ -201,14 +336,45 @@ def _achieved(spec, data, fresh) -> tuple[list[str], dict[str, float]]:
             or not _positive(gflops):
         return [_INVALID + f"achieved_gflops must return {{batch: GFLOP/s}} for the batches {wanted}, each a positive, "
                 f"finite number; found batches {batches[:5].tolist()}"], {}
+    if arrays["function"].dtype != np.uint8 or arrays["function"].ndim != 1:
+        return [_INVALID + "the case saved no achieved_gflops for the grader to run again"], {}
     grader = judge_measure.achieved(spec["model"], spec["layer"], spec["sample"], wanted, spec["runs"], fresh=fresh)
-    ratios = {b: float(g) / grader[b] for b, g in zip(wanted, gflops.tolist())}
+    problems, figures = _achieved_problems(wanted, gflops.tolist(), grader, f"for {spec['layer']}", "")
+    reply, problem = _rerun("achieved", {"seed": seed, "batches": wanted, "runs": int(spec["runs"])},
+                            arrays["function"].tobytes(), "achieved_gflops")
+    if reply is None:
+        return problems + [problem], figures
+    with _quiet_student():
+        drawn = judge_measure.drawn_achieved(seed, wanted, spec["runs"], fresh=fresh)
+    found, values = reply.get("batches"), reply.get("gflops")
+    if found != wanted or not isinstance(values, list) or len(values) != len(wanted) \
+            or not all(isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) and g > 0
+                       for g in values):
+        return problems + [_INVALID + f"run again by the grader on a convolution of its own, achieved_gflops did not "
+                           f"return {{batch: GFLOP/s}} for the batches {wanted}, each a positive, finite number"], figures
+    from util.labs.lab11.machine import drawn_conv
+
+    layer, _ = drawn_conv(seed)
+    kind = "depthwise " if layer.groups == layer.in_channels > 1 else f"{layer.groups}-group " if layer.groups > 1 else ""
+    again, more = _achieved_problems(wanted, values, drawn, f"for a {kind}{layer.in_channels}->{layer.out_channels} "
+                                     f"{layer.kernel_size[0]}x{layer.kernel_size[1]} convolution",
+                                     "run again by the grader on a convolution it drew for this grading, ",
+                                     DRAWN_CONV_BAND)
+    figures.update({f"drawn_{key}": value for key, value in more.items() if key != "margin"})
+    figures["margin"] = min(figures["margin"], more["margin"])
+    return problems + again, figures
+
+
+def _achieved_problems(batches: list[int], gflops: list, grader: dict[int, float], layer: str, where: str,
+                       band: tuple[float, float] = CONV_BAND) -> tuple[list[str], dict[str, float]]:
+    """The student's GFLOP/s per batch against the grader's, each within ``band``."""
+    ratios = {b: float(g) / grader[b] for b, g in zip(batches, gflops)}
     figures = {f"ratio@{b}": r for b, r in ratios.items()}
-    figures["margin"] = min(_band_margin(r, CONV_BAND) for r in ratios.values())
-    bad = [b for b, r in ratios.items() if not CONV_BAND[0] <= r <= CONV_BAND[1]]
+    figures["margin"] = min(_band_margin(r, band) for r in ratios.values())
+    bad = [b for b, r in ratios.items() if not band[0] <= r <= band[1]]
     if not bad:
         return [], figures
     b = bad[0]
-    return [f"achieved_gflops at batch {b} is {ratios[b]:.2f}x what the grader measured for {spec['layer']} "
-            f"({grader[b]:.3g} GFLOP/s, best of {spec['runs']}); it must be within {CONV_BAND[0]:.2g}x to "
-            f"{CONV_BAND[1]:g}x: count the MACs of the whole batch, 2 FLOPs each"], figures
+    return [f"{where}achieved_gflops at batch {b} is {ratios[b]:.2f}x what the grader measured {layer} "
+            f"({grader[b]:.3g} GFLOP/s, best of the runs); it must be within {band[0]:.2g}x to "
+            f"{band[1]:g}x: count the MACs of the whole batch, 2 FLOPs each, and time the layer itself"], figures

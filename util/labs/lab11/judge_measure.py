@@ -70,29 +70,45 @@ def profile(model_name: str, shape: Sequence[int], runs: int = 10, *, fresh: boo
     forward passes (after one that is not profiled), as ``torch.profiler`` times the ``layer:<name>`` events
     (:func:`util.labs.lab11.traces.annotate_layers`)."""
     def measure() -> dict[str, float]:
-        prof = _profiled(model_name, shape, runs)
-        best: dict[str, float] = {}
-        for event in prof.events():
-            if event.name.startswith(LAYER_PREFIX):
-                name = event.name[len(LAYER_PREFIX):]
-                seconds = event.time_range.elapsed_us() / 1e6
-                best[name] = min(best.get(name, float("inf")), seconds)
-        return best
-
-    from util.labs.lab11.traces import LAYER_PREFIX
+        return _layer_bests(_profiled(model_name, shape, runs))
 
     return _cached(("profile", model_name, tuple(shape), runs), fresh, measure)
 
 
-def _profiled(model_name: str, shape: Sequence[int], runs: int):
-    """The ``torch.profiler.profile`` of ``runs`` annotated forward passes of a course model."""
+def drawn_profile(seed: int, runs: int = 10, *, fresh: bool = False) -> dict[str, float]:
+    """:func:`profile` of the CNN :func:`util.labs.lab11.machine.drawn_cnn` makes from ``seed``, on its input."""
+    def measure() -> dict[str, float]:
+        from util.labs.lab11.machine import drawn_cnn
+
+        model, shape = drawn_cnn(seed)
+        return _layer_bests(_profiled(model, shape, runs))
+
+    return _cached(("drawn_profile", int(seed), runs), fresh, measure)
+
+
+def _layer_bests(prof) -> dict[str, float]:
+    """``{layer: seconds of its fastest call}`` from the ``layer:<name>`` events of a profile."""
+    from util.labs.lab11.traces import LAYER_PREFIX
+
+    best: dict[str, float] = {}
+    for event in prof.events():
+        if event.name.startswith(LAYER_PREFIX):
+            name = event.name[len(LAYER_PREFIX):]
+            best[name] = min(best.get(name, float("inf")), event.time_range.elapsed_us() / 1e6)
+    return best
+
+
+def _profiled(model_name, shape: Sequence[int], runs: int):
+    """The ``torch.profiler.profile`` of ``runs`` annotated forward passes of a course model (by name) or of
+    ``model_name`` itself (a module)."""
     import torch
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     from util.labs.lab11.traces import annotate_layers
 
-    model, x = build(model_name), course_input(shape)
+    model = build(model_name) if isinstance(model_name, str) else model_name
+    x = course_input(shape)
     with torch.no_grad(), annotate_layers(model):
         model(x)
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -106,18 +122,32 @@ def achieved(model_name: str, layer: str, sample: Sequence[int], batches: Sequen
     """``{batch: GFLOP/s}`` of one layer of a course model on a ``batch x sample`` input: 2 x its MACs over
     the best of ``runs`` calls on the CPU clock."""
     def measure() -> dict[int, float]:
-        import torch
-
-        module = build(model_name).get_submodule(layer)
-        out = {}
-        with torch.no_grad():
-            for batch in batches:
-                x = torch.randn(int(batch), *sample)
-                macs = _macs(module, x)
-                out[int(batch)] = 2 * macs / cpu_timer(lambda x=x: module(x), runs=runs) / 1e9
-        return out
+        return _achieved_by(build(model_name).get_submodule(layer), sample, batches, runs)
 
     return _cached(("achieved", model_name, layer, tuple(sample), tuple(batches), runs), fresh, measure)
+
+
+def drawn_achieved(seed: int, batches: Sequence[int], runs: int = 10, *, fresh: bool = False) -> dict[int, float]:
+    """:func:`achieved` of the convolution :func:`util.labs.lab11.machine.drawn_conv` makes from ``seed``."""
+    def measure() -> dict[int, float]:
+        from util.labs.lab11.machine import drawn_conv
+
+        module, sample = drawn_conv(seed)
+        return _achieved_by(module, sample, batches, runs)
+
+    return _cached(("drawn_achieved", int(seed), tuple(batches), runs), fresh, measure)
+
+
+def _achieved_by(module, sample: Sequence[int], batches: Sequence[int], runs: int) -> dict[int, float]:
+    import torch
+
+    out = {}
+    with torch.no_grad():
+        for batch in batches:
+            x = torch.randn(int(batch), *sample)
+            macs = _macs(module, x)
+            out[int(batch)] = 2 * macs / cpu_timer(lambda x=x: module(x), runs=runs) / 1e9
+    return out
 
 
 def _macs(module, x) -> int:

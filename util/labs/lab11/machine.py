@@ -13,6 +13,9 @@ workloads ``best_time`` is graded on, and the models the layers come from.
   duration of a script. ``best_time`` on it has one right answer, whatever the machine does.
 * :func:`build`, :func:`course_input`, :func:`mlp`, :func:`layer_of`: the models (built as ``util.models``
   builds them: seeded, eval mode, nothing downloaded) and inputs.
+* :func:`drawn_cnn` and :func:`drawn_conv`: a small CNN and one convolution made from a seed, which the
+  grader draws afresh for each grading and runs the student's ``profile_layers`` and ``achieved_gflops`` on
+  again, in a process of its own (``measure_harness``): no recording of another run can answer them.
 
 Nothing here imports torch at module level.
 """
@@ -118,3 +121,72 @@ def course_input(shape: Sequence[int]):
 def layer_of(model_name: str, layer: str):
     """The module called ``layer`` (a dotted name, e.g. ``"layer4.1.conv1"``) of course model ``model_name``."""
     return build(model_name).get_submodule(layer)
+
+
+def drawn_cnn(seed: int):
+    """``(model, input shape)``: a CNN made from ``seed`` (the grader draws one for each grading of task 11.5).
+
+    A stem convolution of stride 2, then 12 to 16 layers, each a convolution of a kind drawn from ``seed`` (3 x 3,
+    1 x 1, 5 x 5, depthwise 3 x 3, grouped 3 x 3 or dilated 3 x 3; stride 1 or 2; channel counts that are not all
+    multiples of 8) followed by a ReLU, then a global average pool and a ``Linear`` to 10 classes; the input is one
+    RGB image of 48 to 72 pixels a side. Seeded weights, eval mode. PyTorch runs these kinds at very different
+    speeds per multiply-add, so a layer's time is a measurement, not a count: its layers' times span two orders of
+    magnitude in an order the seed decides."""
+    import random
+
+    import torch
+    from torch import nn
+
+    draw = random.Random(int(seed))
+    size = side = draw.choice((48, 56, 64, 72))
+    widths = (12, 20, 24, 32, 40, 48, 56, 72, 96, 112, 160)
+    channels, kernel = draw.choice((12, 16, 24, 32)), draw.choice((3, 5, 7))
+    layers: list[nn.Module] = [nn.Conv2d(3, channels, kernel, stride=2, padding=kernel // 2), nn.ReLU()]
+    side = (side + 1) // 2
+    for _ in range(draw.randint(12, 16)):
+        kind = draw.choice(("3x3", "3x3", "1x1", "5x5", "depthwise", "grouped", "dilated"))
+        stride = 2 if side >= 8 and kind != "dilated" and draw.random() < 0.3 else 1
+        if kind == "depthwise":
+            conv = nn.Conv2d(channels, channels, 3, stride=stride, padding=1, groups=channels, bias=False)
+        elif kind == "grouped":
+            groups = draw.choice((2, 4)) if channels % 4 == 0 else 2 if channels % 2 == 0 else 1
+            conv = nn.Conv2d(channels, groups * max(1, draw.choice(widths) // groups), 3, stride=stride, padding=1,
+                             groups=groups, bias=False)
+        else:
+            width = {"3x3": 3, "1x1": 1, "5x5": 5, "dilated": 3}[kind]
+            dilation = 2 if kind == "dilated" else 1
+            conv = nn.Conv2d(channels, draw.choice(widths), width, stride=stride, padding=dilation * (width // 2),
+                             dilation=dilation, bias=False)
+        layers += [conv, nn.ReLU()]
+        channels, side = conv.out_channels, (side + stride - 1) // stride
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(channels, 10)]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        model = nn.Sequential(*layers).eval()
+    return model, (1, 3, size, size)
+
+
+def drawn_conv(seed: int):
+    """``(layer, sample shape)``: a convolution made from ``seed`` (the grader draws one for each grading of task
+    11.6): a dense 3 x 3 or 1 x 1, a depthwise 3 x 3 or a grouped 3 x 3, 16 to 512 channels, on samples of 2 x 2 to
+    16 x 16 pixels (at least a million multiply-adds a sample). Such layers achieve from about one to a hundred
+    GFLOP/s, differently at each batch size, so no number measured on another layer answers them. Seeded weights,
+    eval mode."""
+    import random
+
+    import torch
+    from torch import nn
+
+    draw = random.Random(int(seed))
+    while True:
+        kind = draw.choice(("3x3", "3x3", "1x1", "depthwise", "grouped"))
+        channels, side = draw.choice((16, 24, 48, 64, 96, 160, 256, 384, 512)), draw.choice((2, 3, 4, 6, 8, 12, 16))
+        out = channels if kind == "depthwise" else draw.choice((16, 32, 64, 96, 192, 256, 512))
+        groups = {"depthwise": channels, "grouped": 4 if channels % 4 == 0 and out % 4 == 0 else 1}.get(kind, 1)
+        width = 1 if kind == "1x1" else 3
+        if out * side * side * (channels // groups) * width * width >= 1_000_000:
+            break
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        layer = nn.Conv2d(channels, out, width, padding=width // 2, groups=groups, bias=False).eval()
+    return layer, (channels, side, side)

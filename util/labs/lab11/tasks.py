@@ -18,6 +18,9 @@ GFLOP/s. Their cases save what the student's function measured in the graded ker
 (``judge_measure.py``), and grades a ratio within a band or a rank correlation between the two, with bands
 from the noise study in the lab's benchmark (``benchmarks/bench_lab11_grading.py``). No measured number is
 ever compared with the reference file: the reference of a measured case is only the name of its saved file.
+Since a profile or a GFLOP/s figure can be read from a recording instead of measured, those cases also save the
+student's function, and the judge runs it again in a student process on a CNN or a convolution it draws for
+each grading (``machine.drawn_cnn``, ``machine.drawn_conv``; ``measure_harness.py``) and measures the same itself.
 
 Some cases call a second function of the notebook besides the task's own (``measure_peak`` in task 11.1,
 ``ort_profile`` in 11.3, ...): they find it where the task's function was defined, in the notebook's
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance
 from util.labs.lab11.public_checks import CHECKS
 
 LAB_NAME = "lab11"
@@ -162,8 +165,17 @@ def _layer_times(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return _notebook_function(fn, "layer_times")(load_trace(spec["trace"]))
 
 
+def _pickled(fn: Callable):
+    """``fn`` pickled by value (cloudpickle) as a ``uint8`` array: the judge runs it again on a model it draws."""
+    import cloudpickle
+    import numpy as np
+
+    return np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)
+
+
 def _profile(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """The student's per-layer profile, measured in the kernel and saved for the judge to compare with its own."""
+    """The student's per-layer profile, measured in the kernel and saved for the judge to compare with its own,
+    with ``profile_layers`` itself, which the judge runs again on a CNN it draws (``measure_harness``)."""
     import numpy as np
 
     from util.artifacts import save_arrays
@@ -174,8 +186,8 @@ def _profile(fn: Callable, spec: Mapping[str, Any]) -> Any:
         raise TypeError(f"profile_layers must return a dict {{layer name: seconds}}, not {type(found).__name__}")
     names = [str(name) for name in found]
     seconds = [_number(found[name], f"profile_layers()[{name!r}]") for name in found]
-    saved = save_arrays({"names": np.array(names, dtype=str), "seconds": np.array(seconds, dtype=np.float64)},
-                        spec, LAB_NAME)
+    saved = save_arrays({"names": np.array(names, dtype=str), "seconds": np.array(seconds, dtype=np.float64),
+                         "function": _pickled(fn)}, spec, LAB_NAME)
     return {**saved, "layers": len(names)}
 
 
@@ -189,7 +201,8 @@ def _ridge_batch(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _achieved(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """``achieved_gflops`` with a fixed timer (exact) or the course's CPU-clock timer (saved for the judge)."""
+    """``achieved_gflops`` with a fixed timer (exact) or the course's CPU-clock timer (saved for the judge, with
+    ``achieved_gflops`` itself, which the judge runs again on a convolution it draws)."""
     import numpy as np
 
     from util.artifacts import save_arrays
@@ -205,7 +218,8 @@ def _achieved(fn: Callable, spec: Mapping[str, Any]) -> Any:
     if "measure" not in spec:
         return values
     return save_arrays({"batches": np.array(list(values), dtype=np.int64),
-                        "gflops": np.array(list(values.values()), dtype=np.float64)}, spec, LAB_NAME)
+                        "gflops": np.array(list(values.values()), dtype=np.float64), "function": _pickled(achieved)},
+                       spec, LAB_NAME)
 
 
 # ---------------------------------------------------------------- one run_case per task
@@ -247,12 +261,29 @@ def prepare() -> None:
         _onnx({"model": model, "shape": [1, 3, 64, 64]})
 
 
+RELEASES = (
+    Release(1, "2026-11-25", "The first release: a measured machine model, the roofline of ResNet-18's layers, "
+            "recorded traces of torch.profiler and onnxruntime, predicted and measured layer times, and batch size."),
+    Release(2, "2026-11-26",
+            "The grader also runs your profile_layers and achieved_gflops again, in a process of its own, on a CNN "
+            "and a convolution it draws for each grading, and compares them with its own measurement of those: on "
+            "the drawn CNN at least 85 % of the layers must be within 0.5x to 2x of the grader's times and 90 % "
+            "within 0.5x to 2x of your times' median ratio to them; on the drawn convolution every batch within "
+            "0.5x to 2x. A profile read from a recorded trace, or predicted, no longer passes; a measured one does, "
+            "as before.",
+            marker="on a CNN and a convolution it draws for each"),
+)
+"""The lab's changelog (``Lab.releases``). Release 2 changed no case: the judge of the measured profile and achieved
+GFLOP/s also runs the student's functions again on models it draws (``judge.py``), for notebooks of either release."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="From counts to time: roofline and profilers",
     notebook="lab11_roofline_profiling.ipynb",
-    packages=("torch", "torchvision", "onnx", "onnxruntime", "numpy"),
+    packages=("torch", "torchvision", "onnx", "onnxruntime", "numpy", "cloudpickle"),
     prepare="util.labs.lab11.tasks:prepare",
+    releases=RELEASES,
     tasks=(
         Task(
             id="11.1", title="Machine model", answer_points=4,

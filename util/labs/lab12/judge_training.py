@@ -1,12 +1,19 @@
 """Task 12.5's judge: the grader trains DigitsCNN again with the student's ``train`` and decides itself.
 
-The hidden case saved the student's ``train`` (pickled by value with cloudpickle). Here, in the
-grader's judge process, :func:`check_training` asks the grader for a student process pinned to one
-CPU (:mod:`util.labs.lab12.train_harness`), hands it the function and the training images of
-:func:`util.data.digits_split`, lets it build a fresh DigitsCNN from the case's seed and warm PyTorch
-up, then times ``train(model, (x, y), epochs, seed)`` from this side of the socket (wall time, from
-the request to the reply with the weights). The returned weights are loaded into a DigitsCNN built
-here and evaluated on the test images here: nothing the student's process says is a verdict.
+The hidden case saved the student's ``train`` (pickled by value with cloudpickle: the function and what it
+carries from the notebook, at most :data:`MAX_CARRIED` bytes). Here, in the grader's judge process,
+:func:`check_training` asks the grader for a student process pinned to one CPU
+(:mod:`util.labs.lab12.train_harness`), in which the digits and every model the course trained on them cannot
+be read (``withhold``). The harness warms PyTorch up and says it is ready before any student code is there;
+then the judge notes the process's CPU time as the grader measures it (every process and thread it ran,
+exited ones included), starts its clock, and sends the function and the training images. Everything the
+student's code can run in, unpickling included, happens before the reply with the weights, so inside both
+measurements: the wall time from this side of the socket, and the CPU time the whole process tree used. Both
+must be within the case's budget, and the CPU time no more than the wall time (one thread on one core: a thread
+or process that left the core and came back before the end is caught by what it used). What the kernel could
+have done beforehand reaches this process only inside the pickle, whose size is bounded. The returned weights
+are loaded into a DigitsCNN built here and evaluated on the test images here, which the student's process could
+not read: nothing it says is a verdict.
 """
 from __future__ import annotations
 
@@ -17,48 +24,67 @@ from typing import Any, Mapping
 from util.contract import Tolerance
 
 START_SECONDS = 60.0
-"""How long the student process may take to start, unpickle and warm up (imports included; about 9 s
-measured on 2 cores at load 8)."""
+"""How long the student process may take to start and warm up (imports included; about 9 s measured on 2
+cores at load 8). No student code runs in that time."""
 WAIT_FACTOR = 4.0
 """The judge waits up to this many times the case's time budget for the weights, to say how long it took."""
+MAX_CARRIED = 16 << 10
+"""Bytes the pickled ``train`` may have: its code, the functions it calls and the values it reads from the
+notebook (the solution's is about 2 KB). DigitsCNN's weights are 77 KB in float32 (19 KB at 8 bits): a model
+trained in the notebook cannot ride along whole."""
+CPU_SLACK = (1.15, 0.25)
+"""CPU time allowed for the wall time ``t``: ``1.15 t + 0.25`` s (one thread; the grader reads CPU time in clock
+ticks)."""
+WITHHELD = ("digits", "digits_models")
+"""What the student process cannot read (:data:`util.data.WITHHELD`): the images the judge evaluates on, and the
+course's models trained on them."""
 
 
-def trained_state(spec: Mapping[str, Any], pickled: bytes, x, y) -> tuple[dict | None, float, str]:
-    """Run the student's ``train`` in a student process: ``(state_dict as numpy arrays, seconds, problem)``;
-    ``state`` is ``None`` and ``problem`` says why when it could not be had."""
+def trained_state(spec: Mapping[str, Any], pickled: bytes, x, y) -> tuple[dict | None, dict, str]:
+    """Run the student's ``train`` in a student process: ``(state_dict as numpy arrays, measured, problem)``;
+    ``measured`` holds ``seconds`` (wall, from the judge's side) and ``cpu_seconds`` (the student process's
+    tree, by the grader) of the whole run from the moment the function was sent; ``state`` is ``None`` and
+    ``problem`` says why when it could not be had."""
     import numpy as np
 
     from util.labs.lab12.train_harness import DTYPES
     from util.student_process import ChannelError, StudentProcess
 
     budget = float(spec["seconds"])
+    measured = {"seconds": 0.0, "cpu_seconds": 0.0}
+    if len(pickled) > MAX_CARRIED:
+        return None, measured, (f"train, pickled with what it reads from the notebook, is {len(pickled):,} bytes; the "
+                                f"grader runs it from at most {MAX_CARRIED:,}: train the model it is given with the data "
+                                "it is given, and keep large values (a trained model, a data set) out of it")
     cpu = max(os.sched_getaffinity(0))
     try:
         with StudentProcess.start("util.labs.lab12.train_harness:serve", cpu=cpu, max_data=8 << 20,
-                                  seconds=START_SECONDS + WAIT_FACTOR * budget + 30) as student:
+                                  seconds=START_SECONDS + WAIT_FACTOR * budget + 30, withhold=WITHHELD) as student:
+            reply, _ = student.receive(timeout=START_SECONDS)
+            if reply.get("ready") is not True:
+                return None, measured, "the grader's process for train could not start"
+            before = student.stats()["cpu_seconds"]
+            start = time.perf_counter()
             student.send({"function": True}, data=pickled)
             student.send({"data": {"rows": int(x.shape[0]), "seed": int(spec["seed"]), "epochs": int(spec["epochs"])}},
                          data=x.numpy().astype(np.float32).tobytes() + y.numpy().astype(np.int64).tobytes())
-            reply, _ = student.receive(timeout=START_SECONDS)
-            if reply.get("ready") is not True:
-                return None, 0.0, f"run again by the grader, train could not start: {str(reply.get('raised'))[:250]}"
-            start = time.perf_counter()
-            student.send({"go": True})
             try:
                 reply, data = student.receive(timeout=WAIT_FACTOR * budget)
             except ChannelError as exc:
                 if "time allowed" in str(exc):
-                    return None, 0.0, (f"run again by the grader, train did not return within {WAIT_FACTOR * budget:.0f} s "
-                                       f"(the budget is {budget:g} s)")
+                    return None, measured, (f"run again by the grader, train did not return within "
+                                            f"{WAIT_FACTOR * budget:.0f} s (the budget is {budget:g} s)")
                 raise
-            seconds = time.perf_counter() - start
-            cpus = student.stats().get("cpus")
+            measured["seconds"] = time.perf_counter() - start
+            after = student.stats()
+            measured["cpu_seconds"] = float(after["cpu_seconds"]) - float(before)
+            cpus = after.get("cpus")
     except ChannelError as exc:
-        return None, 0.0, f"the grader could not run train again ({exc})"
+        return None, measured, f"the grader could not run train again ({exc})"
     if "done" not in reply:
-        return None, seconds, f"run again by the grader, train raised {str(reply.get('raised'))[:250]}"
+        return None, measured, f"run again by the grader, train raised {str(reply.get('raised'))[:250]}"
     if cpus != [cpu]:
-        return None, seconds, "train changed its CPU affinity: the grader times it on one core, with one thread"
+        return None, measured, "train changed its CPU affinity: the grader times it on one core, with one thread"
     listed, state, offset = reply["done"], {}, 0
     try:
         for name, dtype, shape in listed:
@@ -68,13 +94,15 @@ def trained_state(spec: Mapping[str, Any], pickled: bytes, x, y) -> tuple[dict |
             state[name] = np.frombuffer(data[offset:offset + size], dtype=dtype).reshape(shape)
             offset += size
     except (TypeError, ValueError):
-        return None, seconds, "the weights train returned could not be read"
-    return state, seconds, ""
+        return None, measured, "the weights train returned could not be read"
+    return state, measured, ""
 
 
 def check_training(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 12.5: DigitsCNN trained again by the grader with the saved ``train``: test accuracy at least
-    ``spec["min_accuracy"]`` (evaluated here) within ``spec["seconds"]`` of wall time, one thread."""
+    """Task 12.5: DigitsCNN trained again by the grader with the saved ``train`` (:func:`trained_state`): test
+    accuracy at least ``spec["min_accuracy"]`` (evaluated here, on images the student's process could not read)
+    within ``spec["seconds"]`` of wall time and of CPU time (the whole process tree), using no more CPU time than
+    wall time (one thread)."""
     import torch
 
     from util.artifacts import read_saved_arrays
@@ -85,7 +113,7 @@ def check_training(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     if problems:
         return problems
     split = digits_split()
-    state, seconds, problem = trained_state(spec, arrays["train"].tobytes(), split.x_train, split.y_train)
+    state, measured, problem = trained_state(spec, arrays["train"].tobytes(), split.x_train, split.y_train)
     if state is None:
         return [problem]
     model = build_model("digits_cnn")
@@ -105,7 +133,14 @@ def check_training(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     if not accuracy >= spec["min_accuracy"]:
         problems.append(f"trained again by the grader (a fresh DigitsCNN, seed {spec['seed']}, {spec['epochs']} epochs), the "
                         f"model reaches {accuracy:.1%} test accuracy; at least {spec['min_accuracy']:.0%} is needed")
+    seconds, cpu = measured["seconds"], measured["cpu_seconds"]
     if seconds > spec["seconds"]:
-        problems.append(f"train took {seconds:.1f} s when the grader ran it (one thread, warm); at most "
-                        f"{spec['seconds']:g} s")
+        problems.append(f"train took {seconds:.1f} s when the grader ran it (one thread, warm; unpickling it and "
+                        f"building the model included); at most {spec['seconds']:g} s")
+    if cpu > spec["seconds"]:
+        problems.append(f"train used {cpu:.1f} s of CPU time when the grader ran it (every thread and process of it, "
+                        f"unpickling included); at most {spec['seconds']:g} s")
+    if cpu > CPU_SLACK[0] * seconds + CPU_SLACK[1]:
+        problems.append(f"train used {cpu:.1f} s of CPU time in {seconds:.1f} s when the grader ran it: it is timed with "
+                        "one thread on one core, and more than one ran")
     return problems

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance
 from util.labs.lab12.public_checks import CHECKS
 
 LAB_NAME = "lab12"
@@ -125,12 +125,27 @@ def _train(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 
+RELEASES = (
+    Release(1, "2026-11-25", "The first release: reverse-mode autodiff on torch.fx graphs, a training step's memory, "
+            "the peak over forward and backward, a checkpointing plan and a training loop for DigitsCNN."),
+    Release(2, "2026-11-26",
+            "Task 12.5's re-run by the grader cannot read the digits (nor any model the course trained on them): "
+            "train on the data you are given. Its clock starts when your train is handed over (unpickling it "
+            "counts), the CPU time of every thread and process of it counts too (at most the budget, and no more "
+            "than the wall time), and train travels pickled with what it reads from the notebook, at most 16 KB.",
+            marker="That process cannot read the digits"),
+)
+"""The lab's changelog (``Lab.releases``). Release 2 changed no case: the judge of 12.5 (``judge_training.py``)
+measures and withholds more, for notebooks of either release."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Training systems",
     notebook="lab12_training_systems.ipynb",
     judge_timeout=180,  # 12.5 starts a student process: up to 60 s to start and warm up, 40 s to train
     packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
+    releases=RELEASES,
     tasks=(
         Task(
             id="12.1", title="Reverse-mode autodiff", answer_points=5,

@@ -2,11 +2,14 @@
 
 The grader does not take a training run in the student's kernel on trust. Its judge
 (``judge_training.py``) asks the grader for a student process (:mod:`util.student_process`) running
-:func:`serve`, hands it the student's ``train`` (pickled by value by the hidden case) and the training
-images, and times the call from its own side of the socket. This module is the course's code in that
-process: it warms PyTorch up (a throwaway step on another model, so the first backward's one-off cost
-is not charged to the student), builds a fresh DigitsCNN from the judge's seed, calls ``train`` once
-and sends back the returned model's ``state_dict``; the judge evaluates those weights itself.
+:func:`serve`, with the digits and the models the course trained on them withheld (unreadable there).
+This module is the course's code in that process. It first warms PyTorch up (a throwaway step on another
+model, so the first backward's one-off cost is not charged to the student) and says it is ready: no
+student code has run yet. Only then does the judge start its clock and send the student's ``train``
+(pickled by value by the hidden case) and the training images; everything of the student's happens
+after that, inside the judge's measurement: unpickling the function (which can run code), the imports
+it makes, building a fresh DigitsCNN from the judge's seed, and ``train(model, (x, y), epochs, seed)``.
+It sends back the returned model's ``state_dict``; the judge evaluates those weights itself.
 """
 from __future__ import annotations
 
@@ -32,45 +35,45 @@ def _warm_up() -> None:
     optimizer.step()
 
 
+def _weights(trained) -> tuple[list, bytes]:
+    """``[[name, dtype, shape], ...]`` and the bytes of ``trained.state_dict()``'s tensors."""
+    listed, parts = [], []
+    for name, tensor in trained.state_dict().items():
+        array = tensor.detach().cpu().contiguous().numpy()
+        if array.dtype.name not in DTYPES:
+            raise TypeError(f"the returned model's {name!r} is {array.dtype}; DigitsCNN holds float32 and int64")
+        listed.append([name, array.dtype.name, list(array.shape)])
+        parts.append(array.tobytes())
+    return listed, b"".join(parts)
+
+
 def serve(channel: Channel) -> None:
-    """``{"function": true}`` + the pickled ``train``, then ``{"data": {"rows", "seed", "epochs"}}`` + the
-    images (float32, rows x 1 x 8 x 8) and labels (int64): build and warm up, answer ``{"ready": true}``;
-    then ``{"go": true}``: call ``train(model, (x, y), epochs, seed)`` and answer ``{"done": [[name,
+    """Warm up and answer ``{"ready": true}``; then ``{"function": true}`` + the pickled ``train`` and
+    ``{"data": {"rows", "seed", "epochs"}}`` + the images (float32, rows x 1 x 8 x 8) and labels (int64):
+    unpickle, build the model, call ``train(model, (x, y), epochs, seed)`` and answer ``{"done": [[name,
     dtype, shape], ...]}`` + the tensors' bytes, or ``{"raised": message}``."""
+    import cloudpickle
     import torch
 
+    from util.models import build_model
+
     torch.set_num_threads(1)
+    _warm_up()
     try:
+        channel.send({"ready": True})  # the judge's clock starts after this: nothing of the student's has run
         _, pickled, _ = channel.receive()
         header, data, _ = channel.receive()
         rows, seed, epochs = (int(header["data"][key]) for key in ("rows", "seed", "epochs"))
-        x = torch.from_numpy(np.frombuffer(data[:rows * 256], dtype=np.float32).reshape(rows, 1, 8, 8).copy())
-        y = torch.from_numpy(np.frombuffer(data[rows * 256:rows * 264], dtype=np.int64).copy())
-        _warm_up()
-        from util.models import build_model
-
-        model = build_model("digits_cnn", seed=seed)
-        import cloudpickle
-
-        train = cloudpickle.loads(pickled)
-        channel.send({"ready": True})
-        channel.receive()
-    except ChannelError:
-        return
-    except Exception as exc:  # a function that cannot be unpickled, data that do not fit
-        channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
+    except (ChannelError, KeyError, TypeError, ValueError):
         return
     try:
+        x = torch.from_numpy(np.frombuffer(data[:rows * 256], dtype=np.float32).reshape(rows, 1, 8, 8).copy())
+        y = torch.from_numpy(np.frombuffer(data[rows * 256:rows * 264], dtype=np.int64).copy())
+        model = build_model("digits_cnn", seed=seed)
+        train = cloudpickle.loads(pickled)
         trained = train(model, (x, y), epochs, seed)
-        state = trained.state_dict()
-        listed, parts = [], []
-        for name, tensor in state.items():
-            array = tensor.detach().cpu().contiguous().numpy()
-            if array.dtype.name not in DTYPES:
-                raise TypeError(f"the returned model's {name!r} is {array.dtype}; DigitsCNN holds float32 and int64")
-            listed.append([name, array.dtype.name, list(array.shape)])
-            parts.append(array.tobytes())
-    except Exception as exc:  # the student's code may raise anything
+        listed, weights = _weights(trained)
+    except Exception as exc:  # the student's code may raise anything (unpickling it included)
         channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
         return
-    channel.send({"done": listed}, data=b"".join(parts))
+    channel.send({"done": listed}, data=weights)

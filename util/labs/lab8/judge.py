@@ -19,6 +19,12 @@ from util.artifacts import read_saved_arrays
 from util.contract import Tolerance
 from util.labs.lab8.verify import PEAK_BYTES, matmul_sizes, output_problems, reference_values, run_problems
 
+RERUN_BYTES = PEAK_BYTES + 64 * 1024
+"""What ``execute``'s one call in the grader's re-run may add to the process's peak resident memory: the kernel's
+bound (:data:`util.labs.lab8.verify.PEAK_BYTES`, bytes allocated) plus a first call's own working set, counted in
+pages (the solution's first call, after the harness's warm-up, grew it by 8 to 57 KB on the hidden cases). A
+full-size temporary of any hidden case's activations but its logits (200 KB and more) does not fit."""
+
 
 def _setting(spec: Mapping[str, Any]):
     from util.labs.lab8.graphs import graph, random_feeds
@@ -43,9 +49,9 @@ def check_plan(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
 
 
 def check_execution(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 8.3: :func:`run_problems` on the arrays the case saved, then the grader's own measurement of
-    what the student's ``execute`` allocates (:func:`remeasured_growth`), which code in the student's
-    kernel cannot switch off as it could ``tracemalloc`` there."""
+    """Task 8.3: :func:`run_problems` on the arrays the case saved, then the grader's own run of the student's
+    ``execute`` (:func:`rerun_problems`): what it allocates, measured from outside (code in the student's kernel
+    could switch ``tracemalloc`` off there), and what that same run left in the pool."""
 
     model, sizes, feeds = _setting(spec)
     saved, problems = read_saved_arrays(data)
@@ -54,40 +60,70 @@ def check_execution(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) 
     problems = run_problems(model, sizes, feeds, {k: v for k, v in saved.items() if k != "execute"}, tolerance)
     if problems or "execute" not in saved:
         return problems or ["the case saved no execute function for the grader to run again"]
-    growth = remeasured_growth(spec, saved["execute"].tobytes())
-    if isinstance(growth, str):
-        return [growth]
-    if growth is not None and growth > PEAK_BYTES:
-        return [f"run again by the grader, execute made the process's memory grow by {growth:,} bytes besides the "
-                f"pool (at most {PEAK_BYTES:,}): write every result into its view with out="]
-    return []
+    return rerun_problems(spec, saved["execute"].tobytes(), tolerance)
 
 
-def remeasured_growth(spec: Mapping[str, Any], pickled: bytes) -> int | str | None:
-    """Bytes the student's ``execute`` (``pickled``) adds to its process's peak resident memory when the
-    grader runs it again in a student process (:mod:`util.labs.lab8.execute_harness`), measured by the
-    grader from outside; a message when it could not run; ``None`` where the peak cannot be restarted
-    (only a root grader may: the process is not dumpable), so nothing is re-measured there."""
+def rerun_problems(spec: Mapping[str, Any], pickled: bytes, tolerance: Tolerance) -> list[str]:
+    """The student's ``execute`` (``pickled``) run again by the grader in a student process
+    (:mod:`util.labs.lab8.execute_harness`): everything of the student's (unpickling included) runs after the
+    grader restarted the process's peak memory, in a process that may start no other; the peak is read once the
+    run and its report are over, so what was allocated at any moment counts; and the pool that run left must
+    hold the plan's tensors (onnxruntime's values) with every tensor ``execute`` returned at the start of its
+    buffer, so a run that recognised the grader and did nothing, or less, fails. A root grader restarts the
+    process's peak before the run; another cannot (the process is not dumpable) and measures from the peak the
+    set-up left, which keeps what it allocated so that its peak is what it holds."""
+    import math
+
+    from util.labs.lab8.plans import course_plan
     from util.student_process import ChannelError, StudentProcess
 
+    model, sizes, feeds = _setting(spec)
+    plan = course_plan(model, {name: dims for name, (dims, _) in sizes.items()})
     try:
-        with StudentProcess.start("util.labs.lab8.execute_harness:serve", seconds=100) as student:
-            student.send({"setting": dict(spec)}, data=pickled)
+        with StudentProcess.start("util.labs.lab8.execute_harness:serve", seconds=100, max_data=256 << 20) as student:
+            student.send({"setting": dict(spec)})
             reply, _ = student.receive(timeout=90)
             if reply.get("ready") is not True:
-                return f"run again by the grader, execute raised {str(reply.get('raised'))[:250]}"
+                return [f"the grader could not set the run of execute up: {str(reply.get('raised'))[:250]}"]
             try:
                 student.reset_peak()
             except ChannelError:
-                return None
-            before = student.stats()["rss"]
-            student.send({"go": True})
+                pass  # a grader that is not root: the peak stands where the set-up left it, at what it holds
+            ready = student.stats()
+            before = max(int(ready["rss"]), int(ready["peak_rss"]))
+            student.send({"go": True}, data=pickled)
             reply, _ = student.receive(timeout=90)
             if reply.get("done") is not True:
-                return f"run again by the grader, execute raised {str(reply.get('raised'))[:250]}"
-            return max(0, int(student.stats()["peak_rss"]) - int(before))
+                return [f"run again by the grader, execute raised {str(reply.get('raised'))[:250]}"]
+            student.send({"report": True})
+            parts = []
+            for index in range(len(plan["buffer_bytes"])):
+                reply, part = student.receive(timeout=90)
+                if reply.get("buffer") != index:
+                    return ["run again by the grader, execute's run could not be read back"]
+                parts.append(part)
+            reply, _ = student.receive(timeout=90)
+            growth = max(0, int(student.stats()["peak_rss"]) - before)
     except ChannelError as exc:
-        return f"the grader could not run execute again ({exc})"
+        return [f"the grader could not run execute again ({exc})"]
+    offsets = reply.get("offsets")
+    order = [name for node in model.graph.node for name in node.output]
+    if not isinstance(offsets, list) or len(offsets) != len(order) or not all(isinstance(o, int) for o in offsets) \
+            or [len(part) for part in parts] != [int(b) for b in plan["buffer_bytes"]]:
+        return ["run again by the grader, execute's run could not be read back"]
+    arrays = {f"pool/{index}": np.frombuffer(part, dtype=np.uint8) for index, part in enumerate(parts)}
+    for value in model.graph.output:  # the outputs as that run left them in their buffers
+        dims, item = sizes[value.name]
+        raw = arrays[f"pool/{plan['assign'][value.name]}"][:math.prod(dims) * item]
+        arrays[f"output/{value.name}"] = raw.view(np.float32).reshape(dims).astype(np.float64)
+    arrays["offsets"], arrays["peak"] = np.array(offsets, dtype=np.int64), np.array(0, dtype=np.int64)
+    problems = [f"run again by the grader, {p[0].lower()}{p[1:]}"
+                for p in run_problems(model, sizes, feeds, arrays, tolerance)]
+    if growth > RERUN_BYTES:
+        problems.append(f"run again by the grader, execute made the process's memory grow by {growth:,} bytes besides "
+                        f"the pool (at most {RERUN_BYTES:,}, its first call's own working set included): write every "
+                        "result into its view with out=")
+    return problems
 
 
 def check_kernel(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:

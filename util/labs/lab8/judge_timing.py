@@ -16,8 +16,10 @@ before every call (so a library cannot remember an earlier answer), and the judg
 * times each call from its own side of a socket, naive and student calls interleaved, and takes the
   best of ``pairs`` of each (noise only ever adds time); while the naive kernel is timed, every
   process of the student's is stopped by the grader (nothing of it can run beside the baseline);
-* refuses a library that loaded a BLAS, that left its CPU or that used more CPU time than wall time
-  (more than one thread), as the grader measures the student process from outside;
+* refuses a library that loaded a BLAS (by its name) or any file that is neither itself nor one of the
+  system's libraries (by where it lies: a copy of a BLAS under another name lies in a folder of the
+  student's), that left its CPU, or that used more CPU time than wall time (more than one thread), as the
+  grader measures the student process from outside; the process may start no other process;
 * reports a crash (the signal), a hang (a per-call deadline), or a C++ exception (its message).
 """
 from __future__ import annotations
@@ -61,6 +63,24 @@ FORBIDDEN = ("blas", "lapack", "mkl", "dnnl", "torch", "onnxruntime", "eigen")
 LOAD_SECONDS = 20.0
 CALL_SECONDS = 10.0
 """Deadline of one correctness call; a timed call may take 20x the naive kernel's time, at least this."""
+
+
+CPU_SLACK = (1.15, 0.05)
+"""CPU time the student process may use for the wall time ``t`` of its timed calls: ``1.15 t + 0.05`` s (one
+thread; a thread that helps on another core, even with its affinity put back between calls, shows here)."""
+SYSTEM_FOLDERS = ("/usr/lib/", "/usr/lib64/", "/lib/", "/lib64/", "/usr/local/lib/")
+"""Where the system's own libraries lie (the C++ runtime, OpenMP, the C and maths libraries a kernel links)."""
+
+
+def system_library(path: str) -> bool:
+    """Whether ``path`` (a file mapped executable into the student process, as it sees it) is one of the system's
+    libraries, not a BLAS or framework: the library's own copy of anything else lies elsewhere (its folder,
+    ``/tmp``, a memory file), whatever it is called. The Python installation is not a system folder here: its
+    packages bring BLAS (numpy's, torch's)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    return path.startswith(SYSTEM_FOLDERS) and not path.endswith(" (deleted)") \
+        and not any(word in name for word in FORBIDDEN) and "site-packages" not in path \
+        and "dist-packages" not in path
 
 
 class KernelFailure(Exception):
@@ -209,10 +229,13 @@ class StudentKernel:
         except ChannelError as exc:
             raise KernelFailure(f"the grader could not start a process for mm_fast ({exc})") from None
         try:
-            self.before = set(self.process.stats()["libraries"])  # what the harness maps before the library
+            before = self.process.stats()  # what the harness maps before the library
+            self.before, self.before_executables = set(before["libraries"]), set(before["executables"])
             self.process.send({"load": "mm_fast"}, data=library, fds=(arena.fd,))
+            reply, _ = self.process.receive(timeout=LOAD_SECONDS)  # sent before any code of the library ran
         except ChannelError:
             raise KernelFailure(f"mm_fast {self._death()} while loading the library") from None
+        self.path = reply.get("library") if isinstance(reply.get("library"), str) else None
         self._answer(LOAD_SECONDS, "loading the library", expect="ready")
 
     def _death(self) -> str:
@@ -281,7 +304,9 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
     ``check``: sizes ``(M, K, N)`` multiplied once each and compared with float64. ``timed``: a
     sequence of sizes run as one workload, ``pairs`` times interleaved with the naive kernel; every
     timed result is checked too. Passes when the best naive workload time is at least
-    ``min_speedup`` times the best of the student's. Runs in a grader's judge process (or under
+    ``min_speedup`` times the best of the student's, and the naive kernel's CPU time over all the pairs at
+    least ``min_speedup`` times the student process's (every thread counted: on a busy machine extra threads
+    take a larger share of the cores, which a wall-time ratio would credit). Runs in a grader's judge process (or under
     ``grader.judge.isolated.serving()``): the student's library runs in a student process.
     """
     rng = np.random.default_rng(seed)
@@ -303,7 +328,7 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
                 return [], measured
             naive = Child(naive_library(folder), "mm_naive", arena, cpu, folder)
             best = {"naive": float("inf"), "fast": float("inf")}
-            cpu_before, fast_wall = fast.stats()["cpu_seconds"], 0.0
+            cpu_before, fast_wall, naive_cpu = fast.stats()["cpu_seconds"], 0.0, naive.cpu_seconds()
             for _ in range(pairs):
                 spent = {"naive": 0.0, "fast": 0.0}
                 for m, k, n in timed:
@@ -324,8 +349,11 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
                 fast_wall += spent["fast"]
             after = fast.stats()
             used = after["cpu_seconds"] - cpu_before
+            naive_cpu = naive.cpu_seconds() - naive_cpu
             loaded = sorted(name for name in set(after["libraries"]) - fast.before  # what the library brought in
                             if any(word in name.lower() for word in FORBIDDEN))
+            foreign = sorted(path for path in set(after["executables"]) - fast.before_executables
+                             if path != fast.path and not system_library(path))
         except KernelFailure as failure:
             return [str(failure)], measured
         finally:
@@ -333,12 +361,20 @@ def judge_library(library: bytes, *, check: Sequence[Sequence[int]] = (), timed:
                 if child is not None:
                     child.close()
             arena.close()
-    measured = {"naive_s": best["naive"], "fast_s": best["fast"], "speedup": best["naive"] / best["fast"]}
+    measured = {"naive_s": best["naive"], "fast_s": best["fast"], "speedup": best["naive"] / best["fast"],
+                "cpu_speedup": naive_cpu / max(used, 1e-3)}
     problems = []
     if loaded:
         problems.append(f"the library loaded {loaded[0]}: the kernel must be your own code, not a BLAS")
-    if used > 1.5 * fast_wall + 0.05:
+    if foreign:
+        problems.append(f"the library loaded {foreign[0]}, which is neither itself nor one of the system's libraries: "
+                        "the kernel must be your own code, in the library the notebook builds")
+    if used > CPU_SLACK[0] * fast_wall + CPU_SLACK[1]:
         problems.append(f"mm_fast used {used:.2f} s of CPU time in {fast_wall:.2f} s: it is timed with one thread")
+    if measured["speedup"] >= min_speedup and measured["cpu_speedup"] < min_speedup:
+        problems.append(f"mm_fast used {measured['cpu_speedup']:.1f}x less CPU time than the naive kernel ({used:.2f} s "
+                        f"against {naive_cpu:.2f} s, every thread of it counted); it must be at least {min_speedup:g}x "
+                        "on one thread")
     if measured["speedup"] < min_speedup:
         problems.append(f"mm_fast is {measured['speedup']:.1f}x as fast as the naive kernel (best of {pairs}: naive "
                         f"{best['naive']:.3f} s, yours {best['fast']:.3f} s); it must be at least {min_speedup:g}x")

@@ -13,12 +13,14 @@ import mmap
 import os
 import tempfile
 
-from util.student_process import Channel, ChannelError
+from util.student_process import Channel, ChannelError, no_processes
 
 
 def serve(channel: Channel) -> None:
-    """``{"load": name}`` + the library's bytes + the arena's descriptor, then ``{"call": [m, k, n, a, b, c]}``
-    (byte offsets in the arena) answered ``{"ok": true}`` or ``{"error": message}``."""
+    """``{"load": name}`` + the library's bytes + the arena's descriptor, answered ``{"library": path}`` (where the
+    library was written, before it is loaded) then ``{"ready": true}``; then ``{"call": [m, k, n, a, b, c]}``
+    (byte offsets in the arena) answered ``{"ok": true}`` or ``{"error": message}``. From the load on, the
+    process may start no other process (:func:`util.student_process.no_processes`)."""
     entry, base, message = None, 0, ctypes.create_string_buffer(400)
     while True:
         try:
@@ -35,6 +37,8 @@ def serve(channel: Channel) -> None:
             size = os.fstat(fds[0]).st_size
             memory = mmap.mmap(fds[0], size)
             base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+            channel.send({"library": path})  # where the library lies, said before any of its code has run
+            no_processes()  # its code may start threads (the grader counts their CPU time), never a process
             try:
                 entry = getattr(ctypes.CDLL(path), "course_entry_" + str(header["load"]))
             except (OSError, AttributeError) as exc:
