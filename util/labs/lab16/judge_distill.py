@@ -175,7 +175,7 @@ def check_distillation(spec: Mapping[str, Any], data: bytes, tolerance: Toleranc
         problems.append(f"the grader's distillation run took {measures['wall_seconds']:.1f} s; at most "
                         f"{float(spec['wall_seconds']):g} s")
     if not found >= float(spec["min_accuracy"]):
-        problems.append(f"trained again by the grader (the small student from seed {spec['seed']}, {spec['labels']} "
+        problems.append(f"trained again by the grader (the small student from a seed of the grader's, {spec['labels']} "
                         f"labels and the teacher's logits, T={spec['T']:g}, alpha={spec['alpha']:g}), the student reaches "
                         f"{found:.1%} test accuracy; at least {float(spec['min_accuracy']):.0%} is needed")
     return problems
