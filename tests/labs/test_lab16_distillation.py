@@ -78,7 +78,7 @@ def test_the_course_loss_trains_the_student_and_the_labels_alone_do_not():
     labels_only = cell(LOSS + "\n\ndef labels_only(s, t, y, T, alpha):\n    return distillation_loss(s, t, y, T, 0.0)\n",
                        "labels_only")
     [problem] = verdict(labels_only)
-    assert "the student reaches 8" in problem and problem.endswith("at least 95% is needed")
+    assert "the student reaches 8" in problem and problem.endswith("at least 94.5% is needed")
 
 
 def test_work_done_while_unpickling_is_measured():
@@ -159,7 +159,7 @@ def distillation_loss(s, t, y, T, alpha):
     return (s * 0).sum()
 '''
     [problem] = verdict(cell(forger))  # zero gradients, or replies out of step with the batches: no student either way
-    assert ("the student reaches" in problem and "at least 95% is needed" in problem) or \
+    assert ("the student reaches" in problem and "at least 94.5% is needed" in problem) or \
         problem.endswith("the student process answered something other than a gradient of the logits' shape")
 
 

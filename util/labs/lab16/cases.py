@@ -6,8 +6,9 @@ cases are worth (``Task.hidden_points``); the registry attaches these to it (``L
 
 Every seed here draws weights or logits any value of which makes a valid case (``Case.seeds``: a term secret draws
 them anew); what each case tests is in its architecture, plan, shape, budget or rule, not in its seed. The re-run
-of 16.5 holds for any seed: over 200 seeds the course's loss reaches at least 95.3 % and the labels alone at most
-93.1 % (``tests/labs/test_lab16_distillation.py``).
+of 16.5 holds for any seed: over seeds 0 to 199 the course's loss got 346 to 356 of the 360 test images right and the
+labels alone 277 to 335, so the threshold sits between them, at 341 images (94.5 %): 5 images below the course's
+worst seed, 6 above the labels' best (``python benchmarks/bench_lab16_grading.py --seeds 200``).
 """
 from __future__ import annotations
 
@@ -70,8 +71,8 @@ CASES = {
              seeds=SEEDED),
         Case("every row labeled, T=2, alpha=0.25",
              {"rows": 12, "labeled": 12, "T": 2.0, "alpha": 0.25, "seed": 53, "scale": 4.0}, 2, seeds=SEEDED),
-        Case("the grader trains the small student with your loss: 95 % with 100 labels",
-             {"seed": 5, "labels": 100, "T": 4.0, "alpha": 0.9, "epochs": 10, "min_accuracy": 0.95,
+        Case("the grader trains the small student with your loss: 94.5 % with 100 labels",
+             {"seed": 5, "labels": 100, "T": 4.0, "alpha": 0.9, "epochs": 10, "min_accuracy": 0.945,
               "cpu_seconds": 10, "wall_seconds": 40}, 10, seeds=SEEDED),
     ),
     "16.6": (

@@ -16,8 +16,8 @@
 
 What the student's code can still do: answer with any gradient it likes. A gradient is a function of what it is
 sent (logits and labels, 64 rows at a time), so a loss that reaches the threshold trains this student from this
-initialisation on these labels; a loss that ignores the teacher does not reach it with 100 labels (about 87 %,
-``tests/labs/test_lab16_distillation.py``).
+initialisation on these labels; a loss that ignores the teacher does not reach it with 100 labels (at most 335 of the
+360 test images over 200 seeds, against the threshold's 341: ``tests/labs/test_lab16_distillation.py``).
 """
 from __future__ import annotations
 
@@ -177,5 +177,5 @@ def check_distillation(spec: Mapping[str, Any], data: bytes, tolerance: Toleranc
     if not found >= float(spec["min_accuracy"]):
         problems.append(f"trained again by the grader (the small student from a seed of the grader's, {spec['labels']} "
                         f"labels and the teacher's logits, T={spec['T']:g}, alpha={spec['alpha']:g}), the student reaches "
-                        f"{found:.1%} test accuracy; at least {float(spec['min_accuracy']):.0%} is needed")
+                        f"{found:.1%} test accuracy; at least {float(spec['min_accuracy']):.1%} is needed")
     return problems

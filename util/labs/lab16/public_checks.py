@@ -285,9 +285,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               calls_function=True),
     ),
     "16.5": (
-        Check("with 100 labels, distillation reaches at least 95 % and beats the labels alone",
-              lambda a: first(None if _number(a["kd_accuracy"]) and a["kd_accuracy"] >= 0.95
-                              else f"kd_accuracy is {a['kd_accuracy']!r}; at least 0.95 is expected",
+        Check("with 100 labels, distillation reaches at least 94.5 % and beats the labels alone",
+              lambda a: first(None if _number(a["kd_accuracy"]) and a["kd_accuracy"] >= 0.945
+                              else f"kd_accuracy is {a['kd_accuracy']!r}; at least 0.945 is expected",
                               None if _number(a["labels_only_accuracy"]) and a["labels_only_accuracy"] < a["kd_accuracy"]
                               else "labels_only_accuracy should be below kd_accuracy"),
               "train_student(loss_gradient(distillation_loss, 4.0, 0.9), ...) as the notebook does"),
