@@ -17,7 +17,8 @@
 What the student's code can still do: answer with any gradient it likes. A gradient is a function of what it is
 sent (logits and labels, 64 rows at a time), so a loss that reaches the threshold trains this student from this
 initialisation on these labels; a loss that ignores the teacher does not reach it with 100 labels (at most 335 of the
-360 test images over 200 seeds, against the threshold's 341: ``tests/labs/test_lab16_distillation.py``).
+360 test images over 200 seeds, against the threshold's 341: ``benchmarks/bench_lab16_grading.py --seeds 200``;
+``tests/labs/test_lab16_distillation.py`` tries the case's seed).
 """
 from __future__ import annotations
 
