@@ -110,13 +110,15 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
     from util.labs.lab16.distill import distillation_data, train_student
     from util.student_process import ChannelError, StudentProcess
 
-    split = digits_split()
-    x, teacher, labels = distillation_data(split.x_train, split.y_train, teacher_logits(trained_digits(), split.x_train),
-                                           int(spec["labels"]), int(spec["seed"]))
     measures: dict = {}
     try:
         with StudentProcess.start(HARNESS, max_data=1 << 20, withhold=("digits",),
                                   seconds=START_SECONDS + float(spec["wall_seconds"]) + 30) as student:
+            # the student process imports PyTorch and warms up (course code) while the judge prepares the data
+            split = digits_split()
+            x, teacher, labels = distillation_data(split.x_train, split.y_train,
+                                                   teacher_logits(trained_digits(), split.x_train),
+                                                   int(spec["labels"]), int(spec["seed"]))
             reply, _ = student.receive(timeout=START_SECONDS)
             if reply.get("ready") is not True:
                 return None, measures, "the grader's student process did not start"
