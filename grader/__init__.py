@@ -13,7 +13,8 @@ Subpackages by what they do (as otter-grader groups by verb), importing each oth
 * ``grade/``: grading composed: one run (``run``), one submission, one job (``jobs``), a whole class
   (``batch``, ``resume``), Gradescope, a Dask cluster (``cluster``, ``worker_check``, ``parcel``);
 * ``author/``: what TAs run: build the student copies and examples (``build``, ``markers``),
-  regenerate the references (``regen``), release the students' copy.
+  regenerate the references (``regen``), release the students' copy, publish it for a class server
+  (``publish``: a git repository and its nbgitpuller links).
 
 ``cli`` only parses arguments; ``selfcheck`` is the students' ``python -m grader check``. No module
 here names a lab: labs are plug-ins in ``util/labs/``.

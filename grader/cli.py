@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,check,build,release,regen,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,check,build,release,publish,links,regen,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -187,6 +187,29 @@ def parser() -> argparse.ArgumentParser:
                "Solutions, references and example submissions stay behind.")
     rel.add_argument("dest", type=Path, metavar="DIR", help="a folder that does not exist yet (or is empty)")
 
+    pub = _sub(sub, "publish", "commit the students' copy to a git repository that a class server's students pull",
+               "Write the students' copy (as release does) and commit it as the next commit of BRANCH of the bare "
+               "git repository REPO (made when absent): the repository nbgitpuller pulls into each student's "
+               "server (docs/hub.md). An unchanged course commits nothing; a changed cell of an earlier release "
+               "is warned about (students who edited it keep their version).")
+    pub.add_argument("repo", type=Path, metavar="REPO", help="the bare repository, e.g. build/hub/handouts.git")
+    pub.add_argument("--branch", default="main", help="the branch students pull (default: %(default)s)")
+    pub.add_argument("--message", help="the commit message (default: says how many files)")
+
+    lk = _sub(sub, "links", "print each lab's nbgitpuller link for a class server",
+              "Print one line per lab: its name, the nbgitpuller link that pulls the published handouts into "
+              "the student's ~/handouts (first time: clone; later: pull, keeping their work) and opens the "
+              "lab's notebook, and its title.")
+    lk.add_argument("--hub", default="http://127.0.0.1:8000", metavar="URL",
+                    help="the hub's public address (default: %(default)s, docker/hub/hub.sh's)")
+    lk.add_argument("--repo", default="file:///srv/handouts.git", metavar="URL",
+                    help="the repository as the students' servers reach it (default: %(default)s, where "
+                         "docker/hub mounts it; on Kubernetes the git host's https address)")
+    lk.add_argument("--branch", default="main", help="the branch (default: %(default)s)")
+    lk.add_argument("--target", default="handouts", metavar="FOLDER",
+                    help="the folder of the student's home it goes to (default: %(default)s)")
+    lk.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+
     rg = _sub(sub, "regen", "regenerate reference answers by running the solutions",
               "Run each lab's solution twice and write grader/references/<lab>.json when both runs agree "
               "(--check: verify the committed references are fresh, writing nothing).")
@@ -243,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "release":
         from grader.author import release
         return release.main(dest=args.dest)
+    if args.command in ("publish", "links"):
+        from grader.author import publish
+        if args.command == "publish":
+            return publish.main_publish(repo=args.repo, branch=args.branch, message=args.message)
+        return publish.main_links(hub=args.hub, repo=args.repo, branch=args.branch, target=args.target, labs=args.lab)
     if args.command == "build":
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

@@ -214,3 +214,95 @@ def test_opening_a_lab_does_not_change_its_kernel_metadata():
     for path in _lab_notebooks():
         meta = nbformat.read(str(path), as_version=4).metadata
         assert {k: meta.get(k) for k in notebook.KERNEL_METADATA} == notebook.KERNEL_METADATA, path
+
+
+HELP = re.compile(r"help\(\s*([A-Za-z_][\w.]*)\s*\)")
+GRADER_SAYS = re.compile(r"[^.\n]*\bthe grader(?:'s)? (?:also )?(?:checks|compares|verifies|judges|re-?runs|measures|"
+                         r"counts|times|trains|rebuilds|evaluates|re-?quantises)\b[^.]*\.", re.I)
+TASK_HEADING = re.compile(r"^##\s+Task\s+(\d+\.\d+)\b", re.M)
+
+
+def _bindings(nb) -> dict[str, str | None]:
+    """Name -> the module it was imported from (``None``: defined in the notebook) over its code cells."""
+    names: dict[str, str | None] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse("\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names.update({(a.asname or a.name): f"{node.module}:{a.name}" for a in node.names})
+            elif isinstance(node, ast.Import):
+                names.update({(a.asname or a.name).split(".")[0]: (a.asname and a.name) or a.name.split(".")[0]
+                              for a in node.names})
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.setdefault(node.name, None)
+            elif isinstance(node, ast.Assign):
+                names.update({t.id: names.get(t.id) for t in node.targets if isinstance(t, ast.Name)})
+    return names
+
+
+def _resolve(dotted: str, bindings: dict[str, str | None]):
+    """The object ``dotted`` names in the notebook, when it comes from an import (``None`` when the notebook
+    defines it: the student's own function, whose docstring is theirs)."""
+    import importlib
+
+    root, *rest = dotted.split(".")
+    origin = bindings[root]
+    if origin is None:
+        return None
+    module, _, name = origin.partition(":")
+    obj = importlib.import_module(module)
+    if name:
+        obj = getattr(obj, name)
+    for part in rest:
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_every_help_a_handout_mentions_names_something_it_imported_with_a_docstring(lab_name):
+    """``help(NAME)`` in a handout must work where the student reads it: NAME imported (or defined) by the
+    notebook, and its docstring must say something (not only point elsewhere)."""
+    lab = LABS[lab_name]
+    nb = notebook.read(REPO / "labs" / lab.notebook)
+    bindings = _bindings(nb)
+    problems = []
+    for cell in nb.cells:
+        for name in HELP.findall(cell.source):
+            if name.split(".")[0] not in bindings:
+                problems.append(f"help({name}): the notebook never imports or defines {name.split('.')[0]}")
+                continue
+            obj = _resolve(name, bindings)
+            doc = (getattr(obj, "__doc__", None) or "") if obj is not None else "defined here"
+            if len(doc.strip()) < 40 or re.search(r"\bsee the module", doc, re.I):
+                problems.append(f"help({name}) shows too little: {doc.strip()[:80]!r}")
+    assert problems == []
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_what_a_handout_says_the_grader_checks_is_backed_by_a_check_or_a_docstring(lab_name):
+    """Each "the grader checks / compares / runs ..." sentence in a task's section is backed by something a
+    student can run or read: a public check of that task (``check("N.M")``), or a name in the sentence, in
+    backticks, that the notebook imported and whose docstring says how (``help(name)``)."""
+    lab = LABS[lab_name]
+    nb = notebook.read(REPO / "labs" / lab.notebook)
+    bindings = _bindings(nb)
+    text = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    starts = [(m.start(), m.group(1)) for m in TASK_HEADING.finditer(text)]
+    problems = []
+    for said in GRADER_SAYS.finditer(text):
+        task_id = next((tid for start, tid in reversed(starts) if start <= said.start()), None)
+        if task_id is None:
+            continue  # the opening's general promise: backed by the task sections
+        if lab.task(task_id).checks:
+            continue
+        named = [a or b for a, b in CODE_SPAN.findall(said.group(0))]
+        backed = [n for n in named if re.fullmatch(r"[A-Za-z_][\w.]*", n) and n.split(".")[0] in bindings
+                  and (getattr(_resolve(n, bindings), "__doc__", "") or "").strip()]
+        if not backed:
+            problems.append(f"task {task_id}: {' '.join(said.group(0).split())[:140]}")
+    assert problems == []

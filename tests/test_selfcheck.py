@@ -77,6 +77,30 @@ def test_function_results_are_judged_as_the_grader_stores_them():
     assert task_report(lab, task, {"shape": lambda: (1, 2)}, {}).passed
 
 
+def test_a_function_check_can_reach_the_object_itself_when_it_needs_more_than_its_results():
+    """A check of a class (its ``apply``) or a compiled kernel unwraps what it is handed (``inspect.unwrap``)."""
+    import inspect
+
+    class Doubler:
+        @staticmethod
+        def apply(x):
+            return 2 * x
+
+    task = Task(id="900.3", title="Class", answer_points=1, answer="a class", function="Doubler",
+                checks=(Check("apply", lambda f: equal(inspect.unwrap(f).apply(2), 4, "apply(2)"), "",
+                              calls_function=True),))
+    lab = Lab(name="lab900", title="", notebook="lab900.ipynb", tasks=(task,))
+    assert task_report(lab, task, {"Doubler": Doubler}, {}).passed
+
+
+def test_the_solution_namespace_keeps_each_cells_source_readable():
+    """Triton's interpreter and ``inspect.getsource`` read the source of what a solution cell defines."""
+    import inspect
+
+    source = inspect.getsource(solution_namespace("lab14", ("14.1",))["attention_costs"])
+    assert source.startswith("def attention_costs(") and "### BEGIN SOLUTION" not in source
+
+
 def test_check_in_a_notebook_uses_the_exported_answer_and_the_callers_functions(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path))
     total = 6624904  # GoogLeNet's documented count, which one of the checks compares with

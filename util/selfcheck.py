@@ -104,6 +104,8 @@ def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any
                 return to_jsonable(result)
             except AnswerError:
                 return result
+
+        value.__wrapped__ = function  # a check that needs the object itself (a class, a kernel): inspect.unwrap
     elif not exported:
         return CheckOutcome(check.name, "missing", f"task {task.id} has no exported answer yet",
                             f'run the cell with submit("{task.id}", ...) first')

@@ -22,11 +22,14 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
         tiled = solution_namespace("labN", ("N.1", "N.2"))["tiled_gemm_model"]   # a function of task N.2
 
     Answers the cells export with ``submit`` go to a throw-away folder, not ``./outputs``; what
-    they print is not shown. IPython magics are not supported (the course notebooks use none).
+    they print is not shown. IPython magics are not supported (the course notebooks use none). Each cell's
+    source is registered with ``linecache`` under the cell's name, as IPython registers a notebook's cells, so
+    that what reads a function's source (``inspect.getsource``, Triton's interpreter) works on what it defines.
     A task id the notebook has no heading for raises ``KeyError``.
     """
     import contextlib
     import io
+    import linecache
     import os
     import tempfile
 
@@ -50,7 +53,9 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
                 for index, (cell, task) in enumerate(zip(nb.cells, cell_tasks(nb))):
                     if cell.cell_type == "code" and (task is None or task in wanted):
                         source = remove_markers(cell.source, f"{lab.notebook} cell {index}")
-                        exec(compile(source, f"<{lab.notebook} cell {index}>", "exec"), namespace)
+                        filename = f"<{lab.notebook} cell {index}>"
+                        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+                        exec(compile(source, filename, "exec"), namespace)
         finally:
             if previous is None:
                 os.environ.pop(OUTPUT_DIR_ENV, None)

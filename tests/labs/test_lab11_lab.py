@@ -17,6 +17,7 @@ from grader.judge import artifacts, references
 from grader.judge.compare import compare
 from util.answers import OUTPUT_DIR_ENV, to_jsonable
 from util.artifacts import case_file
+from util.hidden import with_files
 from util.labs import get_lab
 from util.labs.lab11 import judge, judge_measure, machine, tasks
 from util.labs.lab11.traces import load_trace, profiled_nodes
@@ -141,7 +142,7 @@ def test_exact_cases_give_the_references_at_two_threads_too(solution, tmp_path, 
             for case in task.cases:
                 if "measure" in case.spec:
                     continue
-                found = to_jsonable(task.run_case(solution[task.function], case.spec))
+                found = to_jsonable(task.run_case(solution[task.function], with_files(LAB, case.spec)))
                 assert not compare(expected[task.id][case.id], found, task.tolerance), (task.id, case.id)
     finally:
         torch.set_num_threads(previous)

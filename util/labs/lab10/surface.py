@@ -20,6 +20,7 @@ NAMES = (
     "util.labs.lab10.gpt:GPT2_SMALL",
     "util.labs.lab10.gpt:GPTConfig",
     "util.labs.lab10.gpt:TINY",
+    "util.labs.lab10.gpt:TinyGPT",
     "util.labs.lab10.gpt:build_gpt",
     "util.labs.lab10.gpt:prompt_ids",
     "util.labs.lab10.gpt:seeded_gpt",

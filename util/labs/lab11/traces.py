@@ -10,8 +10,8 @@ grade is exact whatever machine runs the notebook:
 * ``resnet18_1x3x64x64.ort.json.gz``: onnxruntime's profile of the same model (BatchNorm folded, exported by
   ``util.onnx_models.export_torchvision``) at the EXTENDED optimisation level, one thread, 6 runs;
 * ``mobilenet_v2_1x3x64x64.torch.json.gz`` and ``mobilenet_v2_1x3x64x64.ort.json.gz``: the same for
-  MobileNetV2, which the grader's hidden cases read: they lie in the lab's grader-only ``cases_data/`` (never in
-  the students' copy) and reach a graded kernel as bytes, only when the case runs (``util.hidden``).
+  MobileNetV2, which the grader's hidden cases read: they are grader-only (never in the students' copy) and
+  reach a graded kernel as bytes, only when the case runs (``util.hidden``).
 
 :func:`load_trace` reads one; :func:`annotate_layers` labels every layer call for the profiler;
 :func:`profiled_nodes` lists the nodes an onnxruntime profile timed; :func:`ort_session` and
@@ -28,7 +28,7 @@ from typing import Any, Iterator
 FOLDER = Path(__file__).resolve().with_name("traces")
 """Where the recorded traces students get lie."""
 HIDDEN_FOLDER = Path(__file__).resolve().with_name("cases_data")
-"""Where the hidden cases' recorded traces lie (grader-only)."""
+"""Where the hidden cases' recorded traces lie, on the grader's side only."""
 LAYER_PREFIX = "layer:"
 """Name prefix of the ``record_function`` around each layer call: ``layer:layer4.1.conv1``."""
 KERNEL_SUFFIX = "_kernel_time"
@@ -42,7 +42,7 @@ HIDDEN_TRACES = {
     "mobilenet_v2_torch": "mobilenet_v2_1x3x64x64.torch.json.gz",
     "mobilenet_v2_ort": "mobilenet_v2_1x3x64x64.ort.json.gz",
 }
-"""The hidden cases' recorded traces (in :data:`HIDDEN_FOLDER`), by short name."""
+"""The hidden cases' recorded traces (grader-only), by short name."""
 
 
 def trace_path(name: str) -> Path:

@@ -1,28 +1,7 @@
 """Task 12.4's chain and the course's executor of a checkpointing plan (the one the grader runs).
 
-A **chain** of ``n`` blocks: block ``i`` computes ``x[i+1] = relu(x[i] @ W[i].T + b[i])``, from
-``widths[i]`` to ``widths[i+1]`` features, on a batch of ``batch`` rows; the loss is the mean
-cross-entropy of ``x[n]`` (``widths[n]`` classes). ``x[k]`` holds ``bytes[k] = 4 * batch * widths[k]``
-bytes and block ``i`` costs ``macs[i] = batch * widths[i] * widths[i+1]`` multiply-adds.
-
-A **plan** is the sorted list of segment starts, ``0`` first: ``[0, 3, 6]`` cuts 8 blocks into
-``[0, 3)``, ``[3, 6)``, ``[6, 8)``. The forward pass keeps the segment starts and ``x[n]`` and drops
-every other ``x[k]``; the backward pass recomputes a segment's dropped tensors from its start just
-before it needs them. :func:`run_plan` executes a plan step by step, with real tensors, in this
-schedule:
-
-* ``forward i`` (i = 0 .. n-1): reads ``x[i]``, writes ``x[i+1]``;
-* ``loss``: reads ``x[n]``, writes ``g[n]``, the loss's gradient with respect to ``x[n]``;
-* then for each segment ``[s, e)``, the last first: ``recompute i`` for i = s .. e-2 (reads
-  ``x[i]``, writes ``x[i+1]`` again), then ``backward i`` for i = e-1 down to s (reads ``x[i]``,
-  ``x[i+1]`` and ``g[i+1]``, writes ``g[i]``; ``backward 0`` writes no ``g[0]``: the chain's input
-  needs no gradient).
-
-A tensor is alive from the step that writes it through the last step that reads it, both included
-(lab 8.2's rule); ``x[0]`` from the start. The memory at a step is the bytes of every ``x`` and ``g``
-alive at it (parameters and their gradients are not counted); the **peak** is its maximum over the
-schedule, and the **recompute** is the multiply-adds of the ``recompute`` steps. With every block its
-own segment (``list(range(n))``) nothing is dropped or recomputed: no checkpointing.
+The chain, plans and the schedule the executor runs are described once, in :func:`run_plan`'s docstring
+(``help(run_plan)``).
 """
 from __future__ import annotations
 
@@ -34,7 +13,9 @@ import torch
 
 @dataclass(frozen=True)
 class Chain:
-    """A chain of ``len(widths) - 1`` Linear + ReLU blocks on ``batch`` rows (see the module's docstring)."""
+    """A chain of ``len(widths) - 1`` Linear + ReLU blocks on ``batch`` rows: block ``i`` computes
+    ``x[i+1] = relu(x[i] @ W[i].T + b[i])`` from ``widths[i]`` to ``widths[i+1]`` features; ``help(run_plan)``
+    says how a plan runs on it."""
 
     batch: int
     """Rows of every ``x[k]``."""
@@ -106,9 +87,34 @@ def schedule(chain: Chain, plan: Sequence[int]) -> list[tuple[str, list[str], li
 
 
 def run_plan(chain: Chain, plan: Sequence[int], seed: int = 0) -> Run:
-    """Execute ``plan`` on ``chain`` (weights and inputs seeded with ``seed``) in the schedule of the
-    module's docstring: every step computes real tensors, a tensor is freed after the last step that
-    reads it, and the memory and the recompute are counted from the tensors held and multiplied."""
+    """Execute ``plan`` on ``chain`` (weights and inputs seeded with ``seed``) in the schedule below: every
+    step computes real tensors, a tensor is freed after the last step that reads it, and the memory and the
+    recompute are counted from the tensors held and multiplied; returns a :class:`Run`.
+
+    A **chain** of ``n`` blocks: block ``i`` computes ``x[i+1] = relu(x[i] @ W[i].T + b[i])``, from
+    ``widths[i]`` to ``widths[i+1]`` features, on a batch of ``batch`` rows; the loss is the mean
+    cross-entropy of ``x[n]`` (``widths[n]`` classes). ``x[k]`` holds ``bytes[k] = 4 * batch * widths[k]``
+    bytes and block ``i`` costs ``macs[i] = batch * widths[i] * widths[i+1]`` multiply-adds.
+
+    A **plan** is the sorted list of segment starts, ``0`` first: ``[0, 3, 6]`` cuts 8 blocks into
+    ``[0, 3)``, ``[3, 6)``, ``[6, 8)``. The forward pass keeps the segment starts and ``x[n]`` and drops
+    every other ``x[k]``; the backward pass recomputes a segment's dropped tensors from its start just
+    before it needs them. :func:`run_plan` executes a plan step by step, with real tensors, in this
+    schedule:
+
+    * ``forward i`` (i = 0 .. n-1): reads ``x[i]``, writes ``x[i+1]``;
+    * ``loss``: reads ``x[n]``, writes ``g[n]``, the loss's gradient with respect to ``x[n]``;
+    * then for each segment ``[s, e)``, the last first: ``recompute i`` for i = s .. e-2 (reads
+      ``x[i]``, writes ``x[i+1]`` again), then ``backward i`` for i = e-1 down to s (reads ``x[i]``,
+      ``x[i+1]`` and ``g[i+1]``, writes ``g[i]``; ``backward 0`` writes no ``g[0]``: the chain's input
+      needs no gradient).
+
+    A tensor is alive from the step that writes it through the last step that reads it, both included
+    (lab 8.2's rule); ``x[0]`` from the start. The memory at a step is the bytes of every ``x`` and ``g``
+    alive at it (parameters and their gradients are not counted); the **peak** is its maximum over the
+    schedule, and the **recompute** is the multiply-adds of the ``recompute`` steps. With every block its
+    own segment (``list(range(n))``) nothing is dropped or recomputed: no checkpointing.
+    """
     problems = plan_problems(chain, plan)
     if problems:
         raise ValueError(problems[0])

@@ -1,21 +1,5 @@
 """Task 12.3's input: a ``torch.fx`` graph turned into the nodes of a training step, with what each
-node's backward reads.
-
-:func:`training_graph` runs the graph once (to learn every tensor's size) and lists its
-``call_function`` nodes in order, each as a dict::
-
-    {"name": "relu_1", "op": "relu", "inputs": ["linear_1"], "outputs": ["relu_1"], "saves": ["relu_1"]}
-
-* ``inputs``: the tensors the node reads in the forward pass (placeholders and earlier outputs;
-  parameters are not listed: they are not activations);
-* ``outputs``: what it writes; the first is its result, the one gradients flow through; a max pool
-  also writes the int64 positions of its maxima (``"<name>.indices"``), which only its backward reads;
-* ``saves``: the tensors its backward reads besides the gradient of its result (:data:`SAVES`, the
-  tensors ``torch.autograd`` saves for that operator, parameters left out).
-
-``flatten`` is a view (its result shares its input's storage): the list leaves it out, and the nodes
-after it read its input instead. ``nbytes`` gives every tensor's size in bytes (elements x 4 for
-float32, x 8 for the int64 labels and indices); a gradient has the size of its tensor.
+node's backward reads (:func:`training_graph`, whose docstring says exactly what each node holds).
 """
 from __future__ import annotations
 
@@ -43,7 +27,24 @@ VIEWS = ("flatten",)
 
 
 def training_graph(gm: fx.GraphModule, inputs: Mapping[str, torch.Tensor]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """``(nodes, nbytes)`` for the training step of ``gm`` on ``inputs`` (see the module's docstring)."""
+    """``(nodes, nbytes)`` for the training step of ``gm`` on ``inputs``.
+
+    :func:`training_graph` runs the graph once (to learn every tensor's size) and lists its
+    ``call_function`` nodes in order, each as a dict::
+
+        {"name": "relu_1", "op": "relu", "inputs": ["linear_1"], "outputs": ["relu_1"], "saves": ["relu_1"]}
+
+    * ``inputs``: the tensors the node reads in the forward pass (placeholders and earlier outputs;
+      parameters are not listed: they are not activations);
+    * ``outputs``: what it writes; the first is its result, the one gradients flow through; a max pool
+      also writes the int64 positions of its maxima (``"<name>.indices"``), which only its backward reads;
+    * ``saves``: the tensors its backward reads besides the gradient of its result (:data:`SAVES`, the
+      tensors ``torch.autograd`` saves for that operator, parameters left out).
+
+    ``flatten`` is a view (its result shares its input's storage): the list leaves it out, and the nodes
+    after it read its input instead. ``nbytes`` gives every tensor's size in bytes (elements x 4 for
+    float32, x 8 for the int64 labels and indices); a gradient has the size of its tensor.
+    """
     values = forward_values(gm, inputs)
     params = {node.name for node in gm.graph.nodes if node.op == "get_attr"}
     alias: dict[str, str] = {}

@@ -35,9 +35,10 @@ CASES = {
         Case("consumed_output@64", {"graph": "consumed_output", "inputs": {"x": [64, 8]}}, 5),
     ),
     '8.3': (
-        Case("residual_mlp@256", {"graph": "residual_mlp", "inputs": {"x": [256, 784]}, "seed": 83}, 5),
-        Case("mlp@500", {"graph": "mlp", "inputs": {"x": [500, 784]}, "seed": 84}, 5),
-        Case("consumed_output@64", {"graph": "consumed_output", "inputs": {"x": [64, 8]}, "seed": 85}, 5),
+        Case("residual_mlp@256", {"graph": "residual_mlp", "inputs": {"x": [256, 784]}, "seed": 83}, 5, seeds=("seed",)),
+        Case("mlp@500", {"graph": "mlp", "inputs": {"x": [500, 784]}, "seed": 84}, 5, seeds=("seed",)),
+        Case("consumed_output@64", {"graph": "consumed_output", "inputs": {"x": [64, 8]}, "seed": 85}, 5,
+             seeds=("seed",)),
     ),
     '8.4': (
         _kernel_case("1x1x1 and 3x5x2000", 4, check=[[1, 1, 1], [3, 5, 2000]]),

@@ -1,0 +1,1 @@
+"""Lab 13: parallelism on one machine (collectives from send/recv; data, tensor and pipeline parallel, ZeRO)."""

@@ -1,0 +1,71 @@
+"""How a rank calls a lab 13 function the grader runs again: from the arrays that rank was given.
+
+The grader re-runs the functions of tasks 13.1, 13.3, 13.5 and 13.6 on ranks of its own
+(:mod:`util.labs.lab13.rank_harness`), and runs its own versions the same way to count what the stated
+algorithms put on the wire. Each rank receives only its own inputs (its chunk of the data, its shard of the
+weights) as arrays, and :func:`call` turns them into the call the notebook makes. A caller's ``header`` holds
+what every rank may know (the MLP's widths and seed, the learning rate).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+
+def _tensor(arrays: Mapping[str, Any], name: str):
+    import numpy as np
+    import torch
+
+    if name not in arrays:
+        raise ValueError(f"the grader sent no array {name!r}")
+    return torch.from_numpy(np.array(arrays[name], copy=True))
+
+
+def _ring(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    return fn(_tensor(arrays, "x"), rank, world)
+
+
+def _ddp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    from util.labs.lab13.nets import build_mlp
+
+    model = build_mlp(header["widths"], header["seed"])
+    return fn(model, _tensor(arrays, "x"), _tensor(arrays, "y"), rank, world, int(header["cap_bytes"]))
+
+
+def _adam(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    return fn(_tensor(arrays, "params"), _tensor(arrays, "grads"), _tensor(arrays, "exp_avg"),
+              _tensor(arrays, "exp_avg_sq"), int(header["step"]), rank, world, float(header["lr"]))
+
+
+def _tp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    return fn(*(_tensor(arrays, name) for name in ("x", "w1", "b1", "w2", "b2", "grad_y")), rank, world)
+
+
+CALLS: dict[str, Callable] = {
+    "ring_all_reduce": _ring,
+    "ddp_gradients": _ddp,
+    "sharded_adam_step": _adam,
+    "tp_mlp": _tp,
+}
+"""The name of the function the grader runs -> how a rank calls it."""
+
+
+PREPARE: dict[str, tuple[str, ...]] = {"tp_mlp": ("torch.fx.experimental.symbolic_shapes",)}
+"""Modules a function's ranks would each import on first use, imported once before they are forked: a
+``backward`` given an explicit gradient imports PyTorch's symbolic shapes (and sympy), 1 to 10 s per process."""
+
+
+def prepare(name: str) -> None:
+    """Import, in the process about to fork the ranks, what ``name``'s ranks would each import."""
+    import importlib
+
+    for module in PREPARE.get(name, ()):
+        importlib.import_module(module)
+
+
+def call(name: str, fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    """Call ``fn`` (the function ``name``) on rank ``rank`` of ``world`` with that rank's ``arrays``."""
+    if name not in CALLS:
+        raise ValueError(f"the grader runs no function {name!r} on ranks; it runs {', '.join(CALLS)}")
+    if not callable(fn):
+        raise TypeError(f"{name} is a {type(fn).__name__}, not a function")
+    return CALLS[name](fn, header, arrays, rank, world)

@@ -1,0 +1,49 @@
+"""Lab 13 example submissions: the solution with one realistic mistake each.
+
+Each passes what the notebook shows by hand where the mistake does not bite, and fails where the grader's
+own run or count sees it: a gradient average that is a sum (the gradients are world times too large), a ring
+that ships every partial sum at every step of its reduce-scatter (correct sums, world times that phase's bytes on
+the wire), ZeRO-2 charged
+as ZeRO-1 (the gradients counted whole), and 1F1B flushed like GPipe (its bubble counted as GPipe's).
+"""
+from util.contract import ANSWER, Mistake
+
+MISTAKES = (
+    Mistake(
+        name="allreduce_sum_not_mean",
+        description="All-reduces each bucket of gradients and keeps the sum: dist.all_reduce adds the ranks' "
+                    "gradients, and data parallelism needs their mean, so every gradient is world times too large.",
+        replacements=(("        flat /= world" + " " * 22 + "# all_reduce sums: the mean needs a division\n", ""),),
+        expected_failures={"13.3": (ANSWER, "2 ranks, MLP 12-20-7, batch 16, cap 200 bytes: result",
+                                    "4 ranks, MLP 10-33-17-5, batch 24, cap 2,000 bytes: result")},
+    ),
+    Mistake(
+        name="ring_sends_whole_tensor",
+        description="In the reduce-scatter, sends its whole list of partial sums at every step and lets the "
+                    "receiver take the chunk it needs: the sums are right, the reduce-scatter's bytes are world "
+                    "times the ring's.",
+        replacements=(("        acc[into] = acc[into] + ring_step(acc[out], acc[into], rank, world)\n",
+                       "        whole = ring_step(torch.cat(acc), x, rank, world)\n"
+                       "        acc[into] = acc[into] + torch.tensor_split(whole, world)[into]\n"),),
+        expected_failures={"13.1": (ANSWER, "2 ranks, 1,000 floats: bytes", "3 ranks, 10 integer-valued floats (chunks "
+                                    "4, 3, 3): bytes", "4 ranks, 4,097 floats (one chunk longer): bytes")},
+    ),
+    Mistake(
+        name="zero2_as_zero1",
+        description="Charges ZeRO stage 2 as stage 1: only the optimizer state is sharded, the gradients are "
+                    "counted whole on every rank.",
+        replacements=(('"grads": stage >= 2, "weights"', '"grads": stage >= 3, "weights"'),),
+        expected_failures={"13.4": (ANSWER, "19,258 parameters, 4 ranks, stage 2", "546 parameters, 5 ranks, stage 2",
+                                    "10 parameters, 4 ranks, stage 2")},
+    ),
+    Mistake(
+        name="one_f_one_b_flushed",
+        description="Runs 1F1B in rounds of at most `limit` micro-batches with a flush after each, as GPipe must: "
+                    "1F1B holds at most `stages` micro-batches anyway, so it needs no flush, and its bubble is counted "
+                    "as GPipe's.",
+        replacements=(("rounds = [range(microbatches)]      # 1F1B holds at most `stages`: one round, no flush",
+                       "rounds = [range(s, min(s + limit, microbatches)) for s in range(0, microbatches, limit)]"),),
+        expected_failures={"13.7": (ANSWER, "1f1b, 4 stages, 8 micro-batches, at most 4 held",
+                                    "1f1b, 3 stages, 10 micro-batches, at most 3 held")},
+    ),
+)

@@ -1,0 +1,121 @@
+"""Lab 13, parallelism on one machine: the one declaration of its tasks.
+
+Real ranks (processes forked from the notebook's kernel, joined in a ``torch.distributed`` gloo group,
+:mod:`util.labs.lab13.ranks`) run collectives built from ``send``/``recv`` (13.1), data parallelism with
+gradient buckets (13.3), a sharded Adam step (13.5) and a tensor-parallel MLP (13.6); the alpha-beta cost
+of an all-reduce (13.2), ZeRO's memory per rank (13.4) and pipeline schedules (13.7) are computed.
+
+What a correct answer must satisfy is decided by the grader: the parallel functions are run again on the
+grader's own ranks, each rank holding only its own inputs, behind walls that leave the process group as
+the only way between ranks, and the bytes between every pair of ranks are counted on the wire by a process
+no student code runs in (``judge.py``); the schedules are replayed by the grader.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import Lab, Task, Tolerance
+from util.labs.lab13.public_checks import CHECKS
+
+LAB_NAME = "lab13"
+JUDGE = "util.labs.lab13.judge"
+FORMULA = Tolerance(rtol=1e-9)
+"""Alpha-beta times and bubble fractions: the same formula computed in another order differs in its last bits."""
+
+
+def _pickled(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's function pickled by value (with the helpers it calls) and saved: the grader runs it again
+    on ranks of its own, with inputs of its own, and decides there (``judge.py``)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
+def _costs(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return fn(spec["nbytes"], spec["world"], spec["alpha"], spec["beta"])
+
+
+def _zero(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    return fn(spec["numel"], spec["world"], spec["stage"])
+
+
+def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's orders, saved: the grader replays them itself."""
+    import json
+
+    from util.answers import to_jsonable
+    from util.artifacts import save_file
+
+    orders = to_jsonable(fn(spec["kind"], spec["stages"], spec["microbatches"], spec["limit"]), "schedule")
+    return save_file(json.dumps({"orders": orders}).encode(), spec, LAB_NAME, ".json")
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Parallelism on one machine",
+    notebook="lab13_parallelism.ipynb",
+    judge_timeout=180,  # the first case starts the student process (imports torch) before its run
+    packages=("torch", "numpy", "cloudpickle"),
+    tasks=(
+        Task(
+            id="13.1", title="Ring collectives from send/recv", answer_points=5,
+            answer="{'world': [2, 3, 4], 'bytes_sent': [per rank, for each world size], 'sends': [the same for the "
+                   "number of sends], 'equal_to_all_reduce': bool} of your ring_all_reduce on 1,000 floats",
+            keys=("world", "bytes_sent", "sends", "equal_to_all_reduce"),
+            function="ring_all_reduce", run_case=_pickled, grader_check=f"{JUDGE}:check_ring", checks=CHECKS["13.1"],
+            hidden_points=15,
+        ),
+        Task(
+            id="13.2", title="The alpha-beta cost of an all-reduce", answer_points=3,
+            answer="allreduce_costs(4 MiB, 8 ranks, alpha, beta): {'ring', 'tree', 'naive': seconds, 'fastest': name, "
+                   "'crossover_bytes': float}",
+            keys=("ring", "tree", "naive", "fastest", "crossover_bytes"), tolerance=FORMULA,
+            function="allreduce_costs", run_case=_costs, checks=CHECKS["13.2"],
+            hidden_points=7,
+        ),
+        Task(
+            id="13.3", title="Data parallel with buckets", answer_points=5,
+            answer="{'buckets': [[...], ...], 'allreduce_calls': int, 'allreduce_bytes': int, 'equal_to_one_process': "
+                   "bool} of ddp_gradients on 4 ranks (the notebook's MLP, cap 4,096 bytes)",
+            keys=("buckets", "allreduce_calls", "allreduce_bytes", "equal_to_one_process"),
+            function="ddp_gradients", run_case=_pickled, grader_check=f"{JUDGE}:check_ddp", checks=CHECKS["13.3"],
+            hidden_points=15,
+        ),
+        Task(
+            id="13.4", title="Sharded state: ZeRO's memory per rank", answer_points=3,
+            answer="{'rank0_total': [rank 0's bytes at stages 0, 1, 2, 3], 'least_stage': int} for the notebook's "
+                   "1,557,611,200-parameter model on 8 ranks of 12 GiB",
+            keys=("rank0_total", "least_stage"),
+            function="zero_memory", run_case=_zero, checks=CHECKS["13.4"],
+            hidden_points=7,
+        ),
+        Task(
+            id="13.5", title="A sharded Adam step", answer_points=3,
+            answer="{'equal_to_adam': bool, 'state_elements': [per rank], 'bytes_sent': [per rank]} of "
+                   "sharded_adam_step on 3 ranks (1,000 parameters)",
+            keys=("equal_to_adam", "state_elements", "bytes_sent"),
+            function="sharded_adam_step", run_case=_pickled, grader_check=f"{JUDGE}:check_adam", checks=CHECKS["13.5"],
+            hidden_points=7,
+        ),
+        Task(
+            id="13.6", title="A tensor-parallel MLP", answer_points=5,
+            answer="{'equal_to_unsplit': bool, 'allreduce_calls': int, 'allreduce_bytes': int, 'weight_bytes': int} "
+                   "per rank of tp_mlp on 4 ranks (d 64, h 256, batch 32)",
+            keys=("equal_to_unsplit", "allreduce_calls", "allreduce_bytes", "weight_bytes"),
+            function="tp_mlp", run_case=_pickled, grader_check=f"{JUDGE}:check_tp", checks=CHECKS["13.6"],
+            hidden_points=10,
+        ),
+        Task(
+            id="13.7", title="Pipeline schedules", answer_points=5,
+            answer="{'gpipe': {'makespan', 'bubble', 'peak'}, '1f1b': {...}} of your schedules replayed on 4 stages, "
+                   "8 micro-batches, at most 4 held per stage",
+            keys=("gpipe", "1f1b"), tolerance=FORMULA,
+            function="pipeline_schedule", run_case=_schedule, grader_check=f"{JUDGE}:check_schedule",
+            checks=CHECKS["13.7"],
+            hidden_points=10,
+        ),
+    ),
+)

@@ -1,0 +1,335 @@
+"""Lab 14's grader-side checks (``Task.grader_check``): every verdict decided here, on inputs drawn here, by the
+grader's own float64 references and closed forms; the student's code runs only in student processes.
+
+* 14.2 :func:`check_attention`: the saved ``FlashAttention`` class runs forward and backward in a student process
+  (:func:`util.labs.lab14.harness.serve_attention`) whose address space is capped before the class is unpickled,
+  on q, k, v, dO drawn here; O, dQ, dK, dV are compared with float64 autograd computed here (query block by
+  query block, so the reference never holds the whole score matrix either).
+* 14.3 to 14.5 :func:`check_matmul`, :func:`check_softmax`, :func:`check_flash`: the saved kernel source is read
+  (:func:`util.labs.lab14.rules.kernel_problems`: nothing else of Python's), then run in a student process that
+  never runs anything else of the student's (:func:`util.labs.lab14.harness.serve_kernels`), where the course's
+  counter was installed before the kernel was compiled and the course's launcher chooses grid and arguments;
+  the outputs are compared with float64 computed here, and the bytes loaded and stored per tensor with the
+  closed forms here (:func:`matmul_traffic`, :func:`softmax_traffic`, :func:`flash_traffic`), exactly.
+
+Inputs: drawn from the case's seed and :data:`SALT`, which only the grader holds, so the notebook's kernel, which
+sees the case's seed, cannot compute them. One student process of each kind serves every case of a notebook
+(both start at the first case, so their imports overlap); one that dies or overruns is replaced for the next.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any, Mapping
+
+from util.contract import Tolerance
+
+SALT = b"lab14 judge inputs: not the notebook's"
+"""Mixed into every case's seed: the inputs the grader evaluates on follow from it and the case's seed."""
+KERNEL_RTOL = 1e-5
+"""Kernel outputs against float64: max |yours - float64| / max |float64| (measured: at most 5e-7)."""
+START_SECONDS = 120.0
+"""How long a student process may take to import PyTorch and Triton and answer its first request."""
+RUN_SECONDS = 30.0
+"""How long one kernel or one attention may run there after that (the course's: at most about 1 s a case on a
+quiet machine, 5 s under a load of 15)."""
+LIFETIME = 300.0
+"""How long each student process may live: every case of the notebook, under load."""
+HARNESSES = {"kernels": "util.labs.lab14.harness:serve_kernels",
+             "attention": "util.labs.lab14.harness:serve_attention"}
+_students: dict[str, Any] = {}
+_answered: set[str] = set()
+"""The kinds of student process that have answered a request (imports done: later requests get less time)."""
+
+
+# ------------------------------------------------------------------ closed forms (the answers of 14.1 and 14.6)
+
+
+def matmul_traffic(m: int, n: int, k: int, block: tuple[int, int, int]) -> tuple[dict, dict]:
+    """Bytes loaded and stored per tensor by a tiled matmul: each of the ``cdiv(N, BN)`` column blocks reads all
+    of A, each of the ``cdiv(M, BM)`` row blocks all of B (masked lanes move nothing), C is written once."""
+    bm, bn, _ = block
+    return ({"a": 4 * m * k * -(-n // bn), "b": 4 * k * n * -(-m // bm), "c": 0},
+            {"a": 0, "b": 0, "c": 4 * m * n})
+
+
+def softmax_traffic(rows: int, cols: int) -> tuple[dict, dict]:
+    """A fused row softmax reads each row once and writes it once."""
+    return {"x": 4 * rows * cols, "y": 0}, {"x": 0, "y": 4 * rows * cols}
+
+
+def key_rows(n: int, block: tuple[int, int], causal: bool) -> int:
+    """Rows of K (and of V) one head's programs load together: each query block ``i`` visits the key blocks
+    starting below its end, ``min((i + 1) BM, N)`` when causal, ``N`` otherwise (the last one cut at ``N``)."""
+    bm, bn = block
+    total = 0
+    for start in range(0, n, bm):
+        end = min(start + bm, n) if causal else n
+        total += min(-(-end // bn) * bn, n)
+    return total
+
+
+def flash_traffic(heads: int, n: int, d: int, block: tuple[int, int], causal: bool) -> tuple[dict, dict]:
+    """FlashAttention's forward: Q read once, K and V once per query block (up to the diagonal when causal), O
+    and the log-sum-exp L written once."""
+    kv = 4 * heads * d * key_rows(n, block, causal)
+    return ({"q": 4 * heads * n * d, "k": kv, "v": kv, "o": 0, "lse": 0},
+            {"q": 0, "k": 0, "v": 0, "o": 4 * heads * n * d, "lse": 4 * heads * n})
+
+
+# ------------------------------------------------------------------ inputs and references
+
+
+def _generator(spec: Mapping[str, Any]):
+    import torch
+
+    seed = int.from_bytes(hashlib.sha256(SALT + str(int(spec["seed"])).encode()).digest()[:8], "big") % (2 ** 63)
+    return torch.Generator().manual_seed(seed)
+
+
+def inputs(spec: Mapping[str, Any], shapes: list[list[int]], scale: float = 1.0) -> list:
+    """The float32 inputs of a case: standard normal (times ``scale``) from the case's seed and :data:`SALT`."""
+    import torch
+
+    generator = _generator(spec)
+    return [torch.randn(shape, generator=generator) * scale for shape in shapes]
+
+
+def attention64(q, k, v, do, causal: bool, rows: int = 512):
+    """O, dQ, dK, dV of attention in float64 by autograd, ``rows`` query rows at a time (each row of O depends on
+    its own query only: the gradients of K and V add up over the blocks)."""
+    import torch
+
+    q, k, v, do = (t.double() for t in (q, k, v, do))
+    k, v = k.clone().requires_grad_(), v.clone().requires_grad_()
+    n, d = q.shape[-2], q.shape[-1]
+    outs, dqs = [], []
+    for start in range(0, n, rows):
+        qi = q[..., start:start + rows, :].clone().requires_grad_()
+        end = min(start + rows, n) if causal else n  # a causal block sees no key past its last query
+        scores = qi @ k[..., :end, :].transpose(-1, -2) / math.sqrt(d)
+        if causal:
+            later = torch.arange(end)[None, :] > torch.arange(start, start + qi.shape[-2])[:, None]
+            scores = scores.masked_fill(later, float("-inf"))
+        oi = torch.softmax(scores, -1) @ v[..., :end, :]
+        oi.backward(do[..., start:start + rows, :])
+        outs.append(oi.detach())
+        dqs.append(qi.grad)
+    return torch.cat(outs, -2), torch.cat(dqs, -2), k.grad, v.grad
+
+
+def _error(found, expected) -> float:
+    import torch
+
+    if found.shape != expected.shape:
+        return math.inf
+    if not torch.isfinite(found).all():
+        return math.nan
+    scale = float(expected.abs().max()) or 1.0
+    return float((found.double() - expected.double()).abs().max()) / scale
+
+
+# ------------------------------------------------------------------ student processes
+
+
+def _student(kind: str):
+    """The student process of ``kind`` serving this notebook's cases, started (with the other kind, so that
+    both import at once) if there is none."""
+    from util.student_process import StudentProcess
+
+    for name in (kind, *(other for other in HARNESSES if other != kind)):
+        if name not in _students:
+            _students[name] = StudentProcess.start(HARNESSES[name], max_data=256 << 20, seconds=LIFETIME)
+    return _students[kind]
+
+
+def _ask(kind: str, header: dict, data: bytes) -> tuple[dict | None, bytes, str]:
+    """Send one request to the student process of ``kind``: ``(reply, data, problem)``; on a timeout or a dead
+    process the reply is ``None``, the problem says why, and the process is replaced for the next case."""
+    from util.student_process import ChannelError
+
+    try:
+        student = _student(kind)
+    except ChannelError as exc:
+        _students.pop(kind, None)
+        return None, b"", f"the grader could not start a process to run your code in ({exc})"
+    allowed = RUN_SECONDS if kind in _answered else START_SECONDS + RUN_SECONDS
+    try:
+        student.send(header, data=data)
+        reply, out = student.receive(timeout=allowed)
+        _answered.add(kind)
+        return reply, out, ""
+    except ChannelError as exc:
+        _students.pop(kind, None)
+        _answered.discard(kind)
+        student.close()
+        if "time allowed" in str(exc):
+            return None, b"", (f"your code did not finish within {allowed:.0f} s when the grader ran it (the course's "
+                               "takes about a second)")
+        return None, b"", f"the process the grader ran your code in ended without an answer ({exc})"
+
+
+def _read_outputs(out: bytes, shapes: list[list[int]]) -> list | None:
+    import numpy as np
+    import torch
+
+    sizes = [int(np.prod(shape)) for shape in shapes]
+    if len(out) != 4 * sum(sizes):
+        return None
+    found, offset = [], 0
+    for shape, size in zip(shapes, sizes):
+        found.append(torch.from_numpy(np.frombuffer(out, dtype=np.float32, count=size, offset=offset).copy()).reshape(shape))
+        offset += 4 * size
+    return found
+
+
+# ------------------------------------------------------------------ 14.2
+
+
+def check_attention(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 14.2: ``FlashAttention`` run by the grader in a process whose memory is capped (see the module's
+    docstring); O, dQ, dK, dV within ``tolerance.rtol`` of float64 autograd, relative to each one's largest
+    element."""
+    from util.artifacts import read_saved_arrays
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    pickled = arrays["function"].tobytes()
+    dims = [int(spec["heads"]), int(spec["n"]), int(spec["d"])]
+    q, k, v, do = inputs(spec, [dims] * 4)
+    header = {"heads": dims[0], "n": dims[1], "d": dims[2], "causal": bool(spec["causal"]), "block": int(spec["block"]),
+              "function": len(pickled)}
+    payload = pickled + b"".join(t.numpy().tobytes() for t in (q, k, v, do))
+    reply, out, problem = _ask("attention", header, payload)
+    if reply is None:
+        return [problem]
+    if "memory" in reply:
+        return [f"run by the grader at N = {dims[1]:,}, FlashAttention ran out of the memory it is allowed (a few MiB "
+                f"besides its inputs, less than one {dims[1]:,} x {dims[1]:,} score matrix): never build the whole "
+                f"matrix, forward or backward ({str(reply['memory'])[:160]})"]
+    if reply.get("done") is not True:
+        return [f"run by the grader, FlashAttention raised {str(reply.get('raised'))[:300]}"]
+    found = _read_outputs(out, [dims] * 4)
+    if found is None:
+        return ["the process the grader ran FlashAttention in sent back something unreadable"]
+    expected = attention64(q, k, v, do, bool(spec["causal"]))
+    for name, mine, ref in zip(("O", "dQ", "dK", "dV"), found, expected):
+        error = _error(mine, ref)
+        if not error <= tolerance.rtol:
+            shown = "NaN or infinity" if math.isnan(error) else f"{error:.2g} of its largest element"
+            problems.append(f"{name} differs from float64 autograd by {shown} (at most {tolerance.rtol:g})")
+    return problems
+
+
+# ------------------------------------------------------------------ 14.3 to 14.5
+
+
+def _traffic_problems(found: Any, expected: tuple[dict, dict], what: Mapping[str, str]) -> list[str]:
+    if not isinstance(found, dict) or not isinstance(found.get("loaded"), dict) or not isinstance(found.get("stored"), dict):
+        return ["the grader's count of the kernel's traffic came back unreadable"]
+    problems = []
+    for book, verb in ((0, "loaded"), (1, "stored")):
+        for name, bytes_expected in expected[book].items():
+            got = found[verb].get(name)
+            if not isinstance(got, int) or isinstance(got, bool):
+                return ["the grader's count of the kernel's traffic came back unreadable"]
+            if got != bytes_expected:
+                times = f" ({got / bytes_expected:.3g} times the closed form)" if bytes_expected else ""
+                problems.append(f"the kernel {verb} {got:,} bytes {'from' if verb == 'loaded' else 'into'} "
+                                f"{what[name]}; the closed form is {bytes_expected:,}{times}")
+    return problems
+
+
+def _run_kernel(kind: str, spec: Mapping[str, Any], data: bytes, parameters, name: str, header: dict,
+                inputs_: list) -> tuple[list | None, Any, list[str]]:
+    from util.labs.lab14.rules import kernel_problems
+
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, None, ["the file saved for this case is not the kernel's source; run the notebook again"]
+    problems = kernel_problems(source, name, parameters)
+    if problems:
+        return None, None, [f"the grader does not run {name}: {problems[0]}"] + problems[1:3]
+    payload = b"".join(t.contiguous().numpy().tobytes() for t in inputs_)
+    reply, out, problem = _ask("kernels", {"kernel": kind, "source": source, "shape": header}, payload)
+    if reply is None:
+        return None, None, [problem]
+    if "refused" in reply:
+        return None, None, [f"the grader does not run {name}: {str(reply['refused'])[:300]}"]
+    if "done" not in reply:
+        return None, None, [f"run by the grader, {name} raised {str(reply.get('raised'))[:320]}"]
+    return out, reply["done"], []
+
+
+def _judged(found: list | None, expected: list, names: list[str], traffic: Any, closed: tuple[dict, dict],
+            what: Mapping[str, str]) -> list[str]:
+    if found is None:
+        return ["the process the grader ran the kernel in sent back something unreadable"]
+    problems = []
+    for name, mine, ref in zip(names, found, expected):
+        error = _error(mine, ref)
+        if math.isnan(error):
+            problems.append(f"{name} holds NaN or infinity where float64 has numbers (an element never stored, or an "
+                            "overflow)")
+        elif not error <= KERNEL_RTOL:
+            problems.append(f"{name} differs from float64 by {error:.2g} of its largest element (at most {KERNEL_RTOL:g})")
+    return problems + _traffic_problems(traffic, closed, what)
+
+
+def check_matmul(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 14.3: C within :data:`KERNEL_RTOL` of float64 and the bytes loaded from A and B and stored into C
+    exactly :func:`matmul_traffic`, on a shape and tile of the case (B stored transposed where it says so)."""
+    from util.labs.lab14.launch import MATMUL_PARAMETERS
+
+    m, n, k = int(spec["m"]), int(spec["n"]), int(spec["k"])
+    block = tuple(int(b) for b in spec["block"])
+    a, b = inputs(spec, [[m, k], [k, n]])
+    header = {"m": m, "n": n, "k": k, "block": list(block), "b_transposed": bool(spec.get("b_transposed"))}
+    out, traffic, problems = _run_kernel("matmul", spec, data, MATMUL_PARAMETERS, "matmul_kernel", header, [a, b])
+    if problems:
+        return problems
+    expected = a.double() @ b.double()
+    return _judged(_read_outputs(out, [[m, n]]), [expected], ["C"], traffic, matmul_traffic(m, n, k, block),
+                   {"a": "A", "b": "B", "c": "C"})
+
+
+def check_softmax(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 14.4: each row's softmax within :data:`KERNEL_RTOL` of float64, with one read of X and one write of Y
+    (:func:`softmax_traffic`)."""
+    import torch
+
+    from util.labs.lab14.launch import SOFTMAX_PARAMETERS
+
+    rows, cols = int(spec["rows"]), int(spec["cols"])
+    [x] = inputs(spec, [[rows, cols]], scale=float(spec.get("scale", 1.0)))
+    out, traffic, problems = _run_kernel("softmax", spec, data, SOFTMAX_PARAMETERS, "softmax_kernel",
+                                         {"rows": rows, "cols": cols}, [x])
+    if problems:
+        return problems
+    expected = torch.softmax(x.double(), -1)
+    return _judged(_read_outputs(out, [[rows, cols]]), [expected], ["Y"], traffic, softmax_traffic(rows, cols),
+                   {"x": "X", "y": "Y"})
+
+
+def check_flash(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 14.5: O and L within :data:`KERNEL_RTOL` of float64 and the bytes per tensor exactly
+    :func:`flash_traffic`."""
+    import torch
+
+    from util.labs.lab14.launch import FLASH_PARAMETERS
+
+    dims = [int(spec["heads"]), int(spec["n"]), int(spec["d"])]
+    block, causal = tuple(int(b) for b in spec["block"]), bool(spec["causal"])
+    q, k, v = inputs(spec, [dims] * 3)
+    header = {"heads": dims[0], "n": dims[1], "d": dims[2], "block": list(block), "causal": causal}
+    out, traffic, problems = _run_kernel("flash", spec, data, FLASH_PARAMETERS, "flash_kernel", header, [q, k, v])
+    if problems:
+        return problems
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(dims[2])
+    if causal:
+        scores = scores.masked_fill(torch.ones(dims[1], dims[1], dtype=torch.bool).triu(1), float("-inf"))
+    expected = [torch.softmax(scores, -1) @ v.double(), torch.logsumexp(scores, -1)]
+    return _judged(_read_outputs(out, [dims, dims[:2]]), expected, ["O", "L"], traffic,
+                   flash_traffic(*dims, block, causal), {"q": "Q", "k": "K", "v": "V", "o": "O", "lse": "L"})

@@ -1,0 +1,66 @@
+"""Lab 14 example submissions: the solution with one realistic mistake each.
+
+Each passes what the notebook's own shapes show and fails where a hidden case has the structure it ignores: a
+ragged edge (the unmasked matmul reads and writes past its tensors, which the grader's counter refuses), a second
+pass over the row (the traffic doubles), more than one key block per query block (the accumulator must be
+rescaled whenever the running maximum moves), the diagonal of a causal mask.
+"""
+from util.contract import ANSWER, Mistake
+
+MISTAKES = (
+    Mistake(
+        name="matmul_without_edge_masks",
+        description="Loads and stores the matmul's tiles without masks: right whenever M, N and K are multiples of "
+                    "the tiles (the notebook's 128 x 128 x 128), but a ragged edge reads and writes past the tensors, "
+                    "which the grader's counter refuses.",
+        replacements=(
+            ("""        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)""",
+             """        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn)"""),
+            ("""    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
+             """    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc)"""),
+        ),
+        expected_failures={"14.3": ("100 x 72 x 90 in tiles of 32 (every edge ragged)",
+                                    "136 x 100 x 72 in 64 x 32 tiles (ragged rows, columns and depth)")},
+    ),
+    Mistake(
+        name="softmax_reads_the_row_twice",
+        description="Loads the row once for its maximum and sum and again for the exponentials it writes: the "
+                    "right values, twice the reads of a fused softmax.",
+        replacements=(
+            ("""    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)""",
+             """    top = tl.max(x, axis=0)
+    total = tl.sum(tl.exp(x - top), axis=0)
+    again = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=float("-inf"))
+    tl.store(y_ptr + row * stride_y + cols, tl.exp(again - top) / total, mask=cols < n_cols)"""),
+        ),
+        expected_failures={"14.4": (ANSWER, "16 rows of 1,000 values of size 50 (exp overflows without the maximum)",
+                                    "12 rows of 777", "8 rows of exactly 256 (no masked lane)")},
+    ),
+    Mistake(
+        name="flash_accumulator_not_rescaled",
+        description="Updates the running maximum and sum but adds each block's P V to the accumulator without "
+                    "rescaling what it holds by exp(m_old - m_new): right when a query block sees one key block, "
+                    "wrong as soon as a later block raises the maximum.",
+        replacements=(("        acc = acc * alpha[:, None] + tl.dot(p, v)", "        acc = acc + tl.dot(p, v)"),),
+        expected_failures={"14.5": (ANSWER, "2 heads of 96 x 32 in blocks of 32",
+                                    "136 x 64, query blocks of 64 and key blocks of 32 (ragged)",
+                                    "causal, 256 x 32 in blocks of 64",
+                                    "causal, 150 x 32 in blocks of 32 (a ragged diagonal)")},
+    ),
+    Mistake(
+        name="causal_mask_off_by_one",
+        description="Masks the keys after query + 1 instead of after the query, so each query also sees the next "
+                    "token (within its block): causal attention that peeks one step ahead.",
+        replacements=(('                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))',
+                       '                s = s.masked_fill(cols[None, :] > rows[:, None] + 1, float("-inf"))'),),
+        expected_failures={"14.2": (ANSWER, "causal, 4 heads of 128 x 64 in blocks of 32",
+                                    "causal, 130 queries in blocks of 32 (a last block of 2)",
+                                    "causal, 2,048 queries within a memory budget smaller than one score matrix")},
+    ),
+)

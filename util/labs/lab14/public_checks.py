@@ -1,0 +1,237 @@
+"""Lab 14's public checks (``check("14.3")``): the notebook's hand-counted examples and its stated rules, never a
+hidden case's input. ``CHECKS[task id]`` is attached to each task in ``tasks.py``. The kernel checks run the
+kernel in Triton's interpreter through the course's launchers, on inputs small enough to count by hand.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any
+
+from util.checks import equal, first, has_keys
+from util.contract import Check
+from util.labs.lab14.machines import TOY
+
+TOY_PLAN = {"block": [64, 64, 16], "bytes": 49152, "flops": 524288, "seconds": 4.9152e-05, "bound": "memory"}
+"""``plan_matmul(64, 64, 64, TOY)``, worked out in the notebook."""
+CLOSE = 1e-5
+"""Kernel outputs against float64 (relative to the largest element), as the grader checks them."""
+
+
+def _relative(found, expected) -> float:
+    import torch
+
+    if tuple(found.shape) != tuple(expected.shape) or not torch.isfinite(found).all():
+        return math.inf
+    return float((found.double() - expected.double()).abs().max() / (expected.abs().max() or 1.0))
+
+
+def _costs(causal: bool, expected: dict):
+    def test(fn) -> str | None:
+        found = fn(4, 2, 1, 2, causal)
+        return first(has_keys(found, list(expected), "attention_costs(4, 2, 1, 2, ...)"),
+                     equal(dict(found), expected, f"attention_costs(4, 2, 1, 2, {causal})"))
+    return test
+
+
+def _attention64(q, k, v, do, causal: bool):
+    import torch
+
+    q, k, v = (t.double().requires_grad_() for t in (q, k, v))
+    scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[-2]
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    out = torch.softmax(scores, -1) @ v
+    out.backward(do.double())
+    return out.detach(), q.grad, k.grad, v.grad
+
+
+def _tiled(causal: bool):
+    def test(cls) -> str | None:
+        import torch
+
+        cls = inspect.unwrap(cls)  # the class itself: check() hands a check a wrapper of it
+        generator = torch.Generator().manual_seed(1)
+        q, k, v, do = (torch.randn(1, 10, 4, generator=generator) for _ in range(4))
+        mine = [t.clone().requires_grad_() for t in (q, k, v)]
+        out = cls.apply(*mine, causal, 4)
+        out.backward(do)
+        found = [out.detach(), *(t.grad for t in mine)]
+        for name, f, e in zip(("O", "dQ", "dK", "dV"), found, _attention64(q, k, v, do, causal)):
+            if f is None:
+                return f"{name} is None: backward must return the gradients of q, k and v"
+            error = _relative(f, e)
+            if not error <= 1e-4:
+                return f"{name} differs from float64 autograd by {error:.2g} of its largest element (at most 1e-4)"
+        return None
+    return test
+
+
+def _rules(name: str, kind: str):
+    def test(kernel) -> str | None:
+        from util.labs.lab14 import launch
+        from util.labs.lab14.rules import kernel_problems, kernel_source
+
+        parameters = {"matmul": launch.MATMUL_PARAMETERS, "softmax": launch.SOFTMAX_PARAMETERS,
+                      "flash": launch.FLASH_PARAMETERS}[kind]
+        problems = kernel_problems(kernel_source(inspect.unwrap(kernel)), name, parameters)
+        return "; ".join(problems[:3]) if problems else None
+    return test
+
+
+def _traffic(found, loaded: dict, stored: dict) -> str | None:
+    return first(equal(dict(found.loaded), loaded, "bytes loaded"), equal(dict(found.stored), stored, "bytes stored"))
+
+
+def _ragged_matmul(kernel) -> str | None:
+    import torch
+
+    from util.labs.lab14.launch import run_matmul
+
+    generator = torch.Generator().manual_seed(2)
+    a, b = torch.randn(100, 90, generator=generator), torch.randn(90, 72, generator=generator)
+    c, traffic = run_matmul(inspect.unwrap(kernel), a, b, (32, 32, 32))
+    error = _relative(c, a.double() @ b.double())
+    if not error <= CLOSE:
+        return f"C differs from float64 by {error:.2g} of its largest element (at most {CLOSE:g})"
+    return _traffic(traffic, {"a": 108_000, "b": 103_680, "c": 0}, {"a": 0, "b": 0, "c": 28_800})
+
+
+def _small_softmax(kernel) -> str | None:
+    import torch
+
+    from util.labs.lab14.launch import run_softmax
+
+    x = torch.tensor([[1000.0, 999.0, 998.0, 0.0, -5.0], [1.0, 2.0, 3.0, 4.0, 5.0], [-1e3, -1e3, 0.0, 7.0, 7.0]])
+    y, traffic = run_softmax(inspect.unwrap(kernel), x)
+    error = _relative(y, torch.softmax(x.double(), -1))
+    if not error <= CLOSE:
+        return f"the softmax differs from float64 by {error:.2g} (NaN: did the row's maximum come off before exp?)"
+    return _traffic(traffic, {"x": 60, "y": 0}, {"x": 0, "y": 60})
+
+
+def _small_flash(kernel) -> str | None:
+    import torch
+
+    from util.labs.lab14.launch import run_flash
+
+    generator = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 40, 16, generator=generator) for _ in range(3))
+    for causal, kv in ((False, 7_680), (True, 5_632)):
+        o, lse, traffic = run_flash(inspect.unwrap(kernel), q, k, v, causal, (16, 16))
+        scores = q.double() @ k.double().transpose(-1, -2) / 4
+        if causal:
+            scores = scores.masked_fill(torch.ones(40, 40, dtype=torch.bool).triu(1), float("-inf"))
+        for name, found, expected in (("O", o, torch.softmax(scores, -1) @ v.double()),
+                                      ("L", lse, torch.logsumexp(scores, -1))):
+            error = _relative(found, expected)
+            if not error <= CLOSE:
+                return f"{'causal' if causal else 'full'} attention: {name} differs from float64 by {error:.2g}"
+        problem = _traffic(traffic, {"q": 2_560, "k": kv, "v": kv, "o": 0, "lse": 0},
+                           {"q": 0, "k": 0, "v": 0, "o": 2_560, "lse": 160})
+        if problem:
+            return f"{'causal' if causal else 'full'} attention: {problem}"
+    return None
+
+
+def _toy_plan(fn) -> str | None:
+    found = fn(64, 64, 64, dict(TOY))
+    problem = has_keys(found, list(TOY_PLAN), "plan_matmul(64, 64, 64, TOY)")
+    if problem:
+        return problem
+    found = dict(found, block=list(found["block"]))
+    if isinstance(found["seconds"], float) and math.isclose(found["seconds"], TOY_PLAN["seconds"], rel_tol=1e-9):
+        found["seconds"] = TOY_PLAN["seconds"]
+    return equal(found, TOY_PLAN, "plan_matmul(64, 64, 64, TOY)")
+
+
+def _plan_consistent(answer: Any) -> str | None:
+    from util.labs.lab14.machines import H100
+
+    problem = has_keys(answer, ["block", "bytes", "flops", "seconds", "bound"])
+    if problem:
+        return problem
+    compute, memory = answer["flops"] / H100["flops"], answer["bytes"] / H100["bandwidth"]
+    if not math.isclose(answer["seconds"], max(compute, memory), rel_tol=1e-9):
+        return f"seconds is {answer['seconds']:.4g}; the roofline gives max(flops / 495e12, bytes / 3.35e12) = " \
+               f"{max(compute, memory):.4g}"
+    bound = "memory" if memory > compute else "compute"
+    return equal(answer["bound"], bound, "bound")
+
+
+CHECKS: dict[str, tuple[Check, ...]] = {
+    "14.1": (
+        Check("attention_costs(4, 2, 1, 2, False) as counted by hand in the notebook",
+              _costs(False, {"scores_bytes": 64, "naive_bytes": 384, "flash_bytes": 208, "naive_flops": 128,
+                             "flash_flops": 128}),
+              "the table of task 14.1: naive traffic 4(4Nd + 4N^2) per head; FlashAttention reads Q once and K, V once "
+              "per query block", calls_function=True),
+        Check("attention_costs(4, 2, 1, 2, True): causal, by hand",
+              _costs(True, {"scores_bytes": 64, "naive_bytes": 384, "flash_bytes": 176, "naive_flops": 128,
+                            "flash_flops": 96}),
+              "a causal query block i visits key rows 0 .. min((i + 1) B, N) - 1 only; the naive form computes "
+              "everything and masks", calls_function=True),
+        Check("the fused form moves fewer bytes and no more FLOPs",
+              lambda a: None if a["flash_bytes"] < a["naive_bytes"] and a["flash_flops"] <= a["naive_flops"] else
+              f"flash_bytes {a['flash_bytes']:,} vs naive_bytes {a['naive_bytes']:,}; flash_flops {a['flash_flops']:,} "
+              f"vs naive_flops {a['naive_flops']:,}",
+              "FlashAttention never writes the scores; a causal one skips the tiles above the diagonal"),
+    ),
+    "14.2": (
+        Check("FlashAttention matches float64 autograd on 10 queries in blocks of 4", _tiled(False),
+              "the last block holds 2 rows: slice with q[..., i:i + block, :], which stops at N", calls_function=True),
+        Check("causal FlashAttention matches float64 autograd on 10 queries in blocks of 4", _tiled(True),
+              "query i sees keys j <= i: mask j > i with -inf before the exponential, and skip key blocks past the "
+              "query block", calls_function=True),
+        Check("the answer's errors are within the stated 1e-4",
+              lambda a: next((f"{k} is {a[k]:.2g}" for k in ("o_error", "dq_error", "dk_error", "dv_error")
+                              if not a[k] <= 1e-4), None),
+              "float32 tiles land near 1e-7 of the largest element; far more means a wrong recurrence"),
+    ),
+    "14.3": (
+        Check("matmul_kernel is written in Triton's language alone (help(kernel_problems))",
+              _rules("matmul_kernel", "matmul"), "the rules of graded kernels, in the Conventions", calls_function=True),
+        Check("a ragged 100 x 90 by 90 x 72 product in tiles of 32: correct, and A 108,000 B, B 103,680 B, C 28,800 B",
+              _ragged_matmul, "mask every load and the store at the edges: rows < M, columns < N, ks < K",
+              calls_function=True),
+        Check("the answer: C stored once (65,536 bytes), correct, and less traffic as the square tile grows",
+              lambda a: first(equal(a["stored_bytes"], 65_536, "stored_bytes"), equal(a["correct"], True, "correct"),
+                              None if a["loaded_bytes"][0] > a["loaded_bytes"][1] > a["loaded_bytes"][2] else
+                              f"loaded_bytes {a['loaded_bytes']} does not fall as the tile grows from 32 to 128"),
+              "traffic 4(MK cdiv(N, BN) + KN cdiv(M, BM))"),
+    ),
+    "14.4": (
+        Check("softmax_kernel is written in Triton's language alone (help(kernel_problems))",
+              _rules("softmax_kernel", "softmax"), "the rules of graded kernels, in the Conventions",
+              calls_function=True),
+        Check("3 rows of 5 with values up to 1000: correct, 60 bytes read and 60 written",
+              _small_softmax, "subtract the row's maximum before tl.exp; fill masked lanes with -inf; load once",
+              calls_function=True),
+        Check("the answer: one read and one write of 64 x 1000 floats (256,000 bytes each), correct",
+              lambda a: first(equal(a["loaded_bytes"], 256_000, "loaded_bytes"),
+                              equal(a["stored_bytes"], 256_000, "stored_bytes"), equal(a["correct"], True, "correct")),
+              "keep the row in registers between the max, the sum and the division"),
+    ),
+    "14.5": (
+        Check("flash_kernel is written in Triton's language alone (help(kernel_problems))",
+              _rules("flash_kernel", "flash"), "the rules of graded kernels, in the Conventions", calls_function=True),
+        Check("1 head of 40 x 16 in blocks of 16, full and causal: O and L correct, Q 2,560 B, K and V 7,680 B "
+              "(causal 5,632 B), O 2,560 B, L 160 B", _small_flash,
+              "rescale the accumulator and l by exp(m_old - m_new) at every key block; load Q once, before the loop",
+              calls_function=True),
+        Check("the answer: O and L stored once (25,344 bytes), both correct, less traffic as the block grows",
+              lambda a: first(equal(a["stored_bytes"], 25_344, "stored_bytes"), equal(a["correct"], True, "correct"),
+                              equal(a["causal_correct"], True, "causal_correct"),
+                              None if a["loaded_bytes"][0] > a["loaded_bytes"][1] > a["loaded_bytes"][2] else
+                              f"loaded_bytes {a['loaded_bytes']} does not fall as the block grows"),
+              "K and V are read once per query block: cdiv(N, BLOCK_M) times"),
+    ),
+    "14.6": (
+        Check("plan_matmul(64, 64, 64, TOY) as worked out in the notebook", _toy_plan,
+              "least traffic first, then the smallest on-chip footprint 4(BM BK + BK BN + BM BN), then the smallest "
+              "BLOCK_M, then BLOCK_N", calls_function=True),
+        Check("the answer's seconds and bound follow the roofline on the H100-like machine", _plan_consistent,
+              "seconds = max(flops / flops per second, bytes / bandwidth); memory-bound when the second is larger"),
+    ),
+}

@@ -1,0 +1,30 @@
+"""What this lab's released handouts import from the course library, or tell students to call.
+
+A released handout is a promise: every name here keeps resolving for the rest of the term, so a student
+half-way through an earlier handout loses nothing when the course moves code (``util.moved``).
+``NAMES`` are in their current place (``"module:name"``, or ``"module"`` for a module the text names);
+``MOVED`` maps the place an earlier handout used to the current one. Add a name when a handout starts
+using it (``python -m grader build --check`` says which are missing), never remove one during a term,
+and record a move here when you make it. ``tests/test_surface.py`` imports every name, old and new.
+"""
+
+NAMES = (
+    "util:check",
+    "util:progress",
+    "util:setup",
+    "util:submit",
+    "util.labs.lab14.launch:gpu_seconds",
+    "util.labs.lab14.launch:run_flash",
+    "util.labs.lab14.launch:run_matmul",
+    "util.labs.lab14.launch:run_softmax",
+    "util.labs.lab14.machines:H100",
+    "util.labs.lab14.machines:TOY",
+    "util.labs.lab14.plots:plot_roofline",
+    "util.labs.lab14.plots:plot_traffic",
+    "util.labs.lab14.rules:kernel_problems",
+    "util.labs.lab14.traffic:counting",
+)
+"""Every name a released handout of this lab imports or names, in its current place."""
+
+MOVED: dict[str, str] = {}
+"""Old place -> current place, for names an earlier handout imports from where they were then."""

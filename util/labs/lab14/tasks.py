@@ -1,0 +1,182 @@
+"""Lab 14, attention and GPU kernels without a GPU: the one declaration of its tasks.
+
+Students count attention's bytes and FLOPs naive and fused (14.1), write FlashAttention's tiled forward and
+backward in PyTorch (14.2), then three Triton kernels that Triton's interpreter runs on the CPU while the course
+counts every byte they load and store (:mod:`util.labs.lab14.traffic`): a tiled matmul (14.3), a fused row
+softmax (14.4) and a FlashAttention forward (14.5); finally they choose a matmul's tile and predict its time on a
+stated GPU from the counts (14.6).
+
+How the grader decides, for each task (the judges are grader-only; what they do is said here):
+
+* 14.1 and 14.6: the function's values on inputs the notebook never shows, compared exactly with the course's
+  (a predicted time within ``rtol=1e-9``).
+* 14.2: ``FlashAttention`` is saved (pickled by value) and run again by the grader, forward and backward, in a
+  process of its own whose memory is capped before the class is loaded, at what PyTorch needs plus 12 MiB: the
+  largest case's score matrix alone would need 16 MiB. O, dQ, dK and dV are compared with float64 autograd on
+  inputs the grader draws: ``max|yours - float64| / max|float64| <= 1e-4`` each.
+* 14.3 to 14.5: the kernel's source is saved and read by the grader, which runs it only if it is written in
+  Triton's language alone (:mod:`util.labs.lab14.rules`), then runs it in a process of its own through the
+  course's launcher (:mod:`util.labs.lab14.launch`) in Triton's interpreter with its own counter, on inputs it
+  draws: outputs within ``1e-5`` of float64 (relative to the largest element), and the bytes loaded from and
+  stored into each tensor equal to the closed form, exactly. A load or store outside the tensors fails the case.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from util.contract import EXACT, Lab, Task, Tolerance
+from util.labs.lab14.public_checks import CHECKS
+
+LAB_NAME = "lab14"
+JUDGE = "util.labs.lab14.judge"
+COSTS = ("scores_bytes", "naive_bytes", "flash_bytes", "naive_flops", "flash_flops")
+"""The keys of ``attention_costs``'s answer (task 14.1)."""
+PLAN = ("block", "bytes", "flops", "seconds", "bound")
+"""The keys of ``plan_matmul``'s answer (task 14.6)."""
+TILED = Tolerance(rtol=1e-4, atol=1e-5)
+"""14.2: O and the gradients within 1e-4 of float64 (relative to the largest element; float32 tiles land near
+4e-7); the answer's errors within atol=1e-5 of the course's."""
+PREDICTED = Tolerance(rtol=1e-9)
+"""14.6: a predicted time is a quotient of exact integers; only the last bits of a float may differ."""
+
+
+def _int_dict(found: Any, keys: tuple[str, ...], what: str) -> dict:
+    if not isinstance(found, Mapping) or sorted(found) != sorted(keys):
+        raise ValueError(f"{what} must return a dict with keys {', '.join(keys)}; it returned "
+                         f"{sorted(found) if isinstance(found, Mapping) else type(found).__name__}")
+    for key in keys:
+        if not isinstance(found[key], int) or isinstance(found[key], bool):
+            raise TypeError(f"{what}'s {key} is a {type(found[key]).__name__}; bytes and FLOPs are ints")
+    return {key: int(found[key]) for key in keys}
+
+
+def _costs(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    found = fn(spec["n"], spec["d"], spec["heads"], spec["block"], spec["causal"])
+    return _int_dict(found, COSTS, "attention_costs")
+
+
+def _attention(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``FlashAttention`` run once here on a small input (so an error shows where it happened), then pickled by
+    value and saved: the grader runs it again in a process of its own and decides there."""
+    import cloudpickle
+    import numpy as np
+    import torch
+
+    from util.artifacts import save_arrays
+
+    if not (isinstance(fn, type) and issubclass(fn, torch.autograd.Function)):
+        raise TypeError("FlashAttention must be a class derived from torch.autograd.Function")
+    generator = torch.Generator().manual_seed(14)
+    q, k, v, do = (torch.randn(1, 24, 16, generator=generator) for _ in range(4))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out = fn.apply(q, k, v, bool(spec["causal"]), 8)
+    out.backward(do)
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
+def _smoke(kind: str, kernel: Any) -> None:
+    import torch
+
+    from util.labs.lab14 import launch
+
+    if kind == "matmul":
+        launch.run_matmul(kernel, torch.ones(16, 16), torch.ones(16, 16), (16, 16, 16))
+    elif kind == "softmax":
+        launch.run_softmax(kernel, torch.ones(2, 8))
+    else:
+        launch.run_flash(kernel, *(torch.ones(1, 16, 16) for _ in range(3)), False, (16, 16))
+
+
+def _kernel(kind: str, name: str, parameters: tuple[str, ...]) -> Callable:
+    def run_case(fn: Callable, spec: Mapping[str, Any]) -> Any:
+        """The kernel run once here on a tiny input (so an error shows where it happened), then its source saved:
+        the grader reads it, and runs it in a process of its own on the case's input."""
+        from util.artifacts import save_file
+        from util.labs.lab14.rules import kernel_problems, kernel_source
+
+        _smoke(kind, fn)
+        source = kernel_source(fn)
+        problems = kernel_problems(source, name, parameters)
+        if problems:
+            raise ValueError(f"the grader runs {name} only if it is written in Triton's language alone: "
+                             + "; ".join(problems[:3]))
+        return save_file(source.encode("utf-8"), spec, LAB_NAME, ".py")
+
+    return run_case
+
+
+def _plan(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    found = fn(spec["m"], spec["n"], spec["k"], dict(spec["machine"]))
+    if not isinstance(found, Mapping) or sorted(found) != sorted(PLAN):
+        raise ValueError(f"plan_matmul must return a dict with keys {', '.join(PLAN)}")
+    block = [int(b) for b in found["block"]]
+    if len(block) != 3:
+        raise ValueError(f"block is {found['block']!r}; expected [BLOCK_M, BLOCK_N, BLOCK_K]")
+    for key in ("bytes", "flops"):
+        if not isinstance(found[key], int) or isinstance(found[key], bool):
+            raise TypeError(f"{key} is a {type(found[key]).__name__}; bytes and FLOPs are ints")
+    return {"block": block, "bytes": int(found["bytes"]), "flops": int(found["flops"]),
+            "seconds": float(found["seconds"]), "bound": str(found["bound"])}
+
+
+def _parameters() -> dict[str, tuple[str, ...]]:
+    from util.labs.lab14.launch import FLASH_PARAMETERS, MATMUL_PARAMETERS, SOFTMAX_PARAMETERS
+
+    return {"matmul": MATMUL_PARAMETERS, "softmax": SOFTMAX_PARAMETERS, "flash": FLASH_PARAMETERS}
+
+
+_PARAMETERS = _parameters()
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Attention and GPU kernels without a GPU",
+    notebook="lab14_attention_kernels.ipynb",
+    judge_timeout=300,  # the judges' student processes serve every case of a notebook: imports, then ~1 s a case
+    packages=("torch", "triton", "numpy", "cloudpickle"),
+    tasks=(
+        Task(
+            id="14.1", title="Attention's bytes and FLOPs", answer_points=4,
+            answer="attention_costs(1024, 64, 12, 64, True): {'scores_bytes', 'naive_bytes', 'flash_bytes', "
+                   "'naive_flops', 'flash_flops'} (ints)",
+            keys=COSTS, function="attention_costs", run_case=_costs, checks=CHECKS["14.1"], hidden_points=8,
+        ),
+        Task(
+            id="14.2", title="Tiled attention forward and backward in PyTorch", answer_points=4,
+            answer="{'o_error', 'dq_error', 'dk_error', 'dv_error'}: max|yours - float64| / max|float64| on the "
+                   "notebook's causal example",
+            keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
+            function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
+            checks=CHECKS["14.2"], hidden_points=16,
+        ),
+        Task(
+            id="14.3", title="A Triton tiled matmul", answer_points=4,
+            answer="{'loaded_bytes': [at tiles 32, 64, 128 and 128 x 32], 'stored_bytes': int, 'correct': bool} "
+                   "for the 128 x 128 x 128 product",
+            keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
+            function="matmul_kernel", run_case=_kernel("matmul", "matmul_kernel", _PARAMETERS["matmul"]),
+            grader_check=f"{JUDGE}:check_matmul", checks=CHECKS["14.3"], hidden_points=14,
+        ),
+        Task(
+            id="14.4", title="A fused Triton softmax", answer_points=3,
+            answer="{'loaded_bytes': int, 'stored_bytes': int, 'correct': bool} for the 64 x 1000 matrix",
+            keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
+            function="softmax_kernel", run_case=_kernel("softmax", "softmax_kernel", _PARAMETERS["softmax"]),
+            grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
+        ),
+        Task(
+            id="14.5", title="A Triton FlashAttention forward", answer_points=4,
+            answer="{'loaded_bytes': [at blocks 32, 64, 128], 'stored_bytes': int, 'correct': bool, "
+                   "'causal_correct': bool} for one head of 192 x 32",
+            keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
+            function="flash_kernel", run_case=_kernel("flash", "flash_kernel", _PARAMETERS["flash"]),
+            grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,
+        ),
+        Task(
+            id="14.6", title="The best tile and predicted GPU time", answer_points=4,
+            answer="plan_matmul(4096, 4096, 4096, H100): {'block': [BLOCK_M, BLOCK_N, BLOCK_K], 'bytes': int, "
+                   "'flops': int, 'seconds': float, 'bound': 'memory' or 'compute'}",
+            keys=PLAN, tolerance=PREDICTED, function="plan_matmul", run_case=_plan, checks=CHECKS["14.6"],
+            hidden_points=12,
+        ),
+    ),
+)
