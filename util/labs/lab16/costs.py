@@ -21,7 +21,14 @@ def count_params(model: nn.Module, trainable_only: bool = False) -> int:
 
 
 def count_macs(model: nn.Module, input_shape: Sequence[int] = (1, 1, 8, 8)) -> int:
-    """MACs of one forward pass of ``model`` on zeros of ``input_shape`` (see the module's help)."""
+    """MACs of one forward pass of ``model`` on zeros of ``input_shape``, lab 1's convention: each ``nn.Conv2d``
+    call costs its output elements x (input channels / groups) x kernel elements, each ``nn.Linear`` call its output
+    elements x input features; BatchNorm, activations, pooling and biases cost 0, and a module called twice counts
+    twice. Products written outside those modules (``x @ w.T``) are not seen: count them by hand.
+
+    >>> count_macs(nn.Linear(4, 3), (2, 4))
+    24
+    """
     total = [0]
 
     def hook(module, inputs, output):

@@ -61,9 +61,12 @@ def loss_gradient(loss_fn: Callable, T: float, alpha: float) -> Gradient:
 
 def train_student(gradient: Gradient, x: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor, seed: int,
                   epochs: int = EPOCHS) -> torch.nn.Module:
-    """The course's loop (see the module's help): the student built from ``seed`` trained on ``(x, teacher,
-    labels)``; returned in float32 and eval mode. ``gradient`` may return anything; what is not a finite float64
-    tensor of the logits' shape raises ``ValueError``."""
+    """The course's distillation loop: the student built from ``seed`` (``small_student``), in float64 on one thread,
+    trained on ``(x, teacher, labels)`` with Adam (learning rate 2e-2) for ``epochs`` epochs of batches of 128 in an
+    order drawn from ``seed + 1``. For each batch it calls ``gradient(student_logits, teacher_logits, labels)`` (the
+    logits detached) and back-propagates what it returns, the gradient of the loss with respect to those logits,
+    through the student (``loss_gradient`` makes such a function from a loss). Returns the student in float32 and
+    eval mode. What ``gradient`` returns that is not a finite tensor of the logits' shape raises ``ValueError``."""
     from util.labs.lab16.nets import small_student
 
     threads = torch.get_num_threads()

@@ -17,7 +17,7 @@ from util.models import seed_bn
 
 
 class ConvNet(nn.Module):
-    """Convolution blocks, then Linear layers, on ``in_channels x size x size`` images (see the module's help).
+    """Convolution blocks, then Linear layers, on ``in_channels x size x size`` images.
 
     * ``widths``: output channels of ``conv1``, ``conv2``, ... (each 3 x 3, padding 1, no bias), each
       followed by ``bn<i>`` (BatchNorm2d) and a ReLU;

@@ -41,20 +41,18 @@ def fine_tune(model: nn.Module, masks: Mapping[str, torch.Tensor], x: torch.Tens
     torch.set_num_threads(1)
     try:
         tuned = apply_masks(model, masks).double().train()
-        state = tuned.state_dict()
-        optimizer = torch.optim.Adam(tuned.parameters(), lr=lr)
-        generator = torch.Generator().manual_seed(seed)
-        x = x.double()
-        for _ in range(epochs):
-            order = torch.randperm(len(y), generator=generator)
-            for start in range(0, len(y), 64):
-                batch = order[start:start + 64]
-                optimizer.zero_grad()
-                nn.functional.cross_entropy(tuned(x[batch]), y[batch]).backward()
-                optimizer.step()
-                with torch.no_grad():
+        weights = tuned.state_dict()
+        adam = torch.optim.Adam(tuned.parameters(), lr=lr)
+        draws = torch.Generator().manual_seed(seed)
+        images = x.double()
+        for _epoch in range(epochs):
+            for rows in torch.randperm(len(y), generator=draws).split(64):
+                adam.zero_grad()
+                nn.functional.cross_entropy(tuned(images[rows]), y[rows]).backward()
+                adam.step()
+                with torch.no_grad():  # the masks held: a pruned weight stays zero
                     for name, mask in masks.items():
-                        state[name].mul_(mask.to(torch.float64))
+                        weights[name].mul_(mask.to(torch.float64))
     finally:
         torch.set_num_threads(threads)
     return tuned.float().eval()
