@@ -1,0 +1,170 @@
+"""Lab 16 wall time, measured in one run: the grader's preparation (the trained DigitsCNN cached), a plain run of the
+solution, ``grader grade`` of the solution (hidden cases and the grader's judges included), and the costly step on its
+own: the judge's re-run of task 16.5 (a student process started, PyTorch imported and warmed up, then the timed
+window: the pickled loss loaded and 120 gradients asked for while the judge trains the small student), with the
+student process's CPU seconds the grader measured.
+
+With ``--seeds N`` it also measures the margins of 16.5's re-run case: the small student trained with the course's
+loss and with the labels alone, from N seeds (a term secret draws the case's seed anew, so the threshold must hold
+for any): the lowest and highest test accuracy of each, against the 95 % threshold.
+
+Target: the graded solution <= 30 s on 2 cores.
+
+    python benchmarks/bench_lab16_grading.py [--repeats 1] [--seeds 0]
+
+Timings depend on what else runs: the load average is printed first.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from timing import graded_run, plain_run, print_rows  # noqa: E402
+
+from util.labs import get_lab  # noqa: E402
+
+WALL_TARGET = 30.0
+
+
+def _cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def graded_work_cpu() -> dict[str, float]:
+    """CPU seconds of what a graded run computes, done here in one process: the imports one process of it makes
+    (the kernel, the judge and the student process each make them), the solution's cells, the hidden cases and the
+    grader's judges (16.5's re-run with its student process, whose CPU in the window the grader measures). Unlike wall
+    time it hardly depends on what else runs, so it says what a quiet 2-core machine's graded run approaches."""
+    import importlib
+    import tempfile
+
+    start = _cpu()
+    import matplotlib.pyplot  # noqa: F401
+    import sklearn.datasets  # noqa: F401
+    import torch  # noqa: F401
+
+    rows = {"CPU: the imports of one process (the kernel, the judge and the student process make them)": _cpu() - start}
+    from grader.author.solution import solution_namespace
+    from grader.judge.isolated import serving
+    from util import setup
+    from util.artifacts import case_file, files_dir
+
+    lab = get_lab("lab16")
+    with tempfile.TemporaryDirectory() as answers:
+        os.environ["COURSE_OUTPUT_DIR"] = answers
+        start = _cpu()
+        namespace = solution_namespace("lab16", [task.id for task in lab.tasks])
+        rows["CPU: the solution's cells"] = _cpu() - start
+        start = _cpu()
+        for task in lab.tasks:
+            for case in task.cases:
+                setup()
+                task.run_case(namespace[task.function], case.spec)
+        rows["CPU: the hidden cases"] = _cpu() - start
+        start = _cpu()
+        with serving():
+            for task in lab.tasks:
+                if task.grader_check:
+                    module, _, name = task.grader_check.partition(":")
+                    check = getattr(importlib.import_module(module), name)
+                    for case in task.cases:
+                        [path] = files_dir("lab16").glob(case_file(case.spec, "") + "*")
+                        assert check(case.spec, path.read_bytes(), task.tolerance) == [], case.id
+        rows["CPU: the grader's judges (16.5's student process not included)"] = _cpu() - start
+    return rows
+
+
+def retrain_seconds() -> tuple[float, float, float]:
+    """(whole judge call, the timed window, the student process's CPU seconds) of 16.5's re-run on the solution."""
+    import cloudpickle
+
+    from grader.author.solution import solution_namespace
+    from grader.judge.isolated import serving
+    from util.labs.lab16 import judge_distill
+
+    loss = solution_namespace("lab16", ("16.5",))["distillation_loss"]
+    spec = get_lab("lab16").task("16.5").cases[-1].spec
+    with serving():
+        start = time.perf_counter()
+        found, measures, problem = judge_distill.retrain(spec, cloudpickle.dumps(loss))
+        whole = time.perf_counter() - start
+    if found is None or found < spec["min_accuracy"]:
+        sys.exit(f"the 16.5 judge failed on the solution: {problem or found}")
+    return whole, measures["wall_seconds"], measures["cpu_seconds"]
+
+
+def margins(seeds: int) -> dict[str, tuple[int, int]]:
+    """``{"distillation" | "labels alone": (fewest, most) test images right}`` over ``seeds`` seeds."""
+    import torch.nn.functional as F
+
+    from util.data import digits_split
+    from util.labs.lab16.digits import accuracy, teacher_logits, trained_digits
+    from util.labs.lab16.distill import UNLABELED, distillation_data, loss_gradient, train_student
+
+    def hard(s, y):
+        labeled = y != UNLABELED
+        return F.cross_entropy(s[labeled], y[labeled]) if labeled.any() else s.sum() * 0
+
+    def distill(s, t, y, T, alpha):
+        soft = F.kl_div(F.log_softmax(s / T, 1), F.softmax(t / T, 1), reduction="batchmean")
+        return alpha * T * T * soft + (1 - alpha) * hard(s, y)
+
+    split = digits_split()
+    teacher = teacher_logits(trained_digits(), split.x_train)
+    found: dict[str, list[int]] = {"distillation": [], "labels alone": []}
+    for seed in range(seeds):
+        x, t, y = distillation_data(split.x_train, split.y_train, teacher, 100, seed)
+        for name, loss in (("distillation", distill), ("labels alone", lambda s, t, y, T, a: hard(s, y))):
+            model = train_student(loss_gradient(loss, 4.0, 0.9), x, t, y, seed)
+            found[name].append(round(360 * accuracy(model, split.x_test, split.y_test)))
+    return {name: (min(values), max(values)) for name, values in found.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=0, help="also measure 16.5's margins over this many seeds")
+    args = parser.parse_args()
+    print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    lab = get_lab("lab16")
+    solution = REPO / "solutions" / lab.notebook
+    from grader.execute import caches
+
+    start = time.perf_counter()
+    caches.ensure(lab)  # the grader's own cache of the trained DigitsCNN, as grading keeps it (warm after a first run)
+    failure = caches.prepare(lab)
+    if failure:
+        sys.exit(f"lab 16's prepare hook failed: {failure}")
+    rows = {"prepare: DigitsCNN trained and cached (once per machine, then verified)": time.perf_counter() - start}
+    cpu = graded_work_cpu()
+    rows.update(cpu)
+    rows["plain run of the solution (nbclient)"] = plain_run(solution)
+    rows["grader grade of the solution"] = statistics.median(graded_run(solution, "lab16") for _ in range(args.repeats))
+    whole, window, student = retrain_seconds()
+    rows["16.5 judge: student process, imports, warm-up, the window"] = whole
+    rows["16.5 judge: the timed window (loading and 120 gradients; 40 s allowed)"] = window
+    rows["16.5 judge: the student process's CPU in the window (10 s allowed)"] = student
+    imports, *work = cpu.values()
+    rows["CPU of a graded run, about: 3 processes' imports + cells + cases + judges + the student's window"] = \
+        3 * imports + sum(work) + student
+    print(f"load average: {os.getloadavg()[0]:.2f} after the runs")
+    print_rows(rows, "grader grade of the solution", WALL_TARGET)
+    if args.seeds:
+        threshold = get_lab("lab16").task("16.5").cases[-1].spec["min_accuracy"]
+        for name, (low, high) in margins(args.seeds).items():
+            print(f"16.5 over {args.seeds} seeds, {name}: {low} to {high} of 360 test images right "
+                  f"(the threshold: {threshold:.1%}, {360 * threshold:.1f} images)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Lab 16's hidden cases: the inputs the grader runs the student's functions on, which the notebook never shows.
+
+Grader-only (``util.labs.GRADER_ONLY``): never in the students' copy, the student image or a graded kernel, which
+receives each case's input only when the grader runs it (``util.hidden``). ``tasks.py`` states what each task's
+cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
+
+Every seed here draws weights or logits any value of which makes a valid case (``Case.seeds``: a term secret draws
+them anew); what each case tests is in its architecture, plan, shape, budget or rule, not in its seed. The re-run
+of 16.5 holds for any seed: over seeds 0 to 199 the course's loss got 346 to 356 of the 360 test images right and the
+labels alone 277 to 335, so the threshold sits between them, at 341 images (94.5 %): 5 images below the course's
+worst seed, 6 above the labels' best (``python benchmarks/bench_lab16_grading.py --seeds 200``).
+"""
+from __future__ import annotations
+
+from util.contract import Case
+
+SEEDED = ("seed",)
+
+CASES = {
+    "16.1": (
+        Case("two blocks and one pool, 60 % globally",
+             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 11, "sparsity": 0.6, "scope": "global"}, 2.5,
+             seeds=SEEDED),
+        Case("three blocks and a hidden layer, 75 % per layer",
+             {"model": {"widths": [12, 24, 16], "pools": [2], "hidden": [32]}, "seed": 12, "sparsity": 0.75,
+              "scope": "layer"}, 2.5, seeds=SEEDED),
+        Case("half the weights zero already, 70 % globally",
+             {"model": {"widths": [16, 32, 32], "pools": [2]}, "seed": 13, "zeroed": 0.5, "sparsity": 0.7,
+              "scope": "global"}, 2.5, seeds=SEEDED),
+        Case("33 % per layer, counts that round up",
+             {"model": {"widths": [6, 10, 14, 20], "pools": [1, 3]}, "seed": 14, "sparsity": 0.33, "scope": "layer"},
+             2.5, seeds=SEEDED),
+    ),
+    "16.2": (
+        Case("two adjacent blocks cut",
+             {"model": {"widths": [12, 24, 16], "pools": [2], "hidden": [32]}, "seed": 21,
+              "plan": {"conv1": 8, "conv2": 10}}, 5, seeds=SEEDED),
+        Case("the last block, before the Linear layers",
+             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 22, "plan": {"conv2": 5}}, 5, seeds=SEEDED),
+        Case("every block of a DigitsCNN",
+             {"model": {}, "seed": 23, "plan": {"conv1": 12, "conv2": 20, "conv3": 9}}, 5, seeds=SEEDED),
+    ),
+    "16.3": (
+        Case("6 x 16 in float16", {"shape": [6, 16], "seed": 31, "kind": "normal", "value_bytes": 2}, 3,
+             seeds=SEEDED),
+        Case("a convolution's weight, rows of 4 x 3 x 3, in float32",
+             {"shape": [10, 4, 3, 3], "seed": 32, "kind": "normal", "value_bytes": 4}, 3, seeds=SEEDED),
+        Case("small whole numbers: ties in most groups",
+             {"shape": [5, 24], "seed": 33, "kind": "ties", "value_bytes": 2}, 3, seeds=SEEDED),
+        Case("rows of 512 in float32", {"shape": [3, 512], "seed": 34, "kind": "normal", "value_bytes": 4}, 3,
+             seeds=SEEDED),
+    ),
+    "16.4": (
+        Case("a Linear whose bias decides the rank",
+             {"layer": {"kind": "linear", "in": 50, "out": 40, "bias": True}, "seed": 41, "budget": 489}, 3,
+             seeds=SEEDED),
+        Case("a strided, padded convolution",
+             {"layer": {"kind": "conv", "in": 16, "out": 24, "kernel": 3, "stride": 2, "padding": 1, "bias": False},
+              "seed": 42, "budget": 1500}, 3, seeds=SEEDED),
+        Case("a budget above the full rank",
+             {"layer": {"kind": "linear", "in": 12, "out": 6, "bias": True}, "seed": 43, "budget": 10_000}, 3,
+             seeds=SEEDED),
+        Case("a budget below rank 1: ValueError",
+             {"layer": {"kind": "conv", "in": 8, "out": 8, "kernel": 3, "bias": True}, "seed": 44, "budget": 80}, 3,
+             seeds=SEEDED),
+    ),
+    "16.5": (
+        Case("T=4, alpha=0.9, half the rows labeled",
+             {"rows": 16, "labeled": 8, "T": 4.0, "alpha": 0.9, "seed": 51, "scale": 3.0}, 2, seeds=SEEDED),
+        Case("no row labeled, T=8", {"rows": 10, "labeled": 0, "T": 8.0, "alpha": 0.7, "seed": 52, "scale": 2.0}, 2,
+             seeds=SEEDED),
+        Case("every row labeled, T=2, alpha=0.25",
+             {"rows": 12, "labeled": 12, "T": 2.0, "alpha": 0.25, "seed": 53, "scale": 4.0}, 2, seeds=SEEDED),
+        Case("the grader trains the small student with your loss: 94.5 % with 100 labels",
+             {"seed": 5, "labels": 100, "T": 4.0, "alpha": 0.9, "epochs": 10, "min_accuracy": 0.945,
+              "cpu_seconds": 10, "wall_seconds": 40}, 10, seeds=SEEDED),
+    ),
+    "16.6": (
+        Case("a hidden layer and the output layer, r=4",
+             {"model": {"widths": [8, 16], "pools": [1, 2], "hidden": [24]}, "seed": 61, "targets": ["hidden1", "fc"],
+              "r": 4, "alpha": 8.0, "batch": 5}, 5, seeds=SEEDED),
+        Case("a DigitsCNN's fc, r=2, alpha=16",
+             {"model": {}, "seed": 62, "targets": ["fc"], "r": 2, "alpha": 16.0, "batch": 3}, 5, seeds=SEEDED),
+    ),
+}
+"""Task id -> its hidden cases (``Lab.with_cases``)."""

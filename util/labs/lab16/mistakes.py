@@ -1,0 +1,52 @@
+"""Lab 16 example submissions: the solution with one realistic mistake each.
+
+The expected failures were worked out by grading each variant. Each looks right on what its own task's answer
+shows and fails where a hidden case has the structure the mistake ignores: the last convolution cut (its channels
+feed the first Linear through ``flatten``), groups of four, a bias, a temperature other than 1, frozen weights.
+"""
+from util.contract import ANSWER, Mistake
+
+MISTAKES = (
+    Mistake(
+        name="first_linear_cut_by_position",
+        description="Cuts the last convolution's filters by L1 norm but the first Linear's inputs by position (the "
+                    "first n x H x W columns) instead of the columns that read the kept channels: the counts are "
+                    "right, and the network computes something else. Cutting conv2 only (the notebook's plan) does "
+                    "not show it.",
+        replacements=(("reshape(-1, model.side ** 2)[keep].flatten()", "reshape(-1, model.side ** 2)[:len(keep)].flatten()"),),
+        expected_failures={"16.2": ("the last block, before the Linear layers", "every block of a DigitsCNN")},
+    ),
+    Mistake(
+        name="two_four_per_row",
+        description="Keeps the larger half of each row instead of 2 of every 4 consecutive weights: half the "
+                    "weights are zero and the storage counts look right, but it is not a 2:4 pattern the hardware "
+                    "can run.",
+        replacements=(("    group = 4\n", "    group = cols\n"),),
+        expected_failures={"16.3": (ANSWER, "6 x 16 in float16", "a convolution's weight, rows of 4 x 3 x 3, in float32",
+                                    "small whole numbers: ties in most groups", "rows of 512 in float32")},
+    ),
+    Mistake(
+        name="rank_budget_without_bias",
+        description="Leaves the bias out of the parameter budget: the rank is one too large whenever the bias tips "
+                    "the factors over the budget, and a budget below rank 1 is not noticed. conv3 has no bias, so "
+                    "the notebook's table looks right.",
+        replacements=(("    bias = 0 if layer.bias is None else out\n", "    bias = 0\n"),),
+        expected_failures={"16.4": ("a Linear whose bias decides the rank", "a budget below rank 1: ValueError")},
+    ),
+    Mistake(
+        name="temperature_on_one_side",
+        description="Divides the teacher's logits by T but not the student's: the loss has other values wherever "
+                    "T is not 1. The grader's training run still passes: the student learns to match the softened "
+                    "teacher, whose largest logit is the same.",
+        replacements=(("F.log_softmax(student_logits / T, dim=1)", "F.log_softmax(student_logits, dim=1)"),),
+        expected_failures={"16.5": (ANSWER, "T=4, alpha=0.9, half the rows labeled", "no row labeled, T=8",
+                                    "every row labeled, T=2, alpha=0.25")},
+    ),
+    Mistake(
+        name="lora_base_left_trainable",
+        description="Forgets to freeze the model before adding the adapters: the base counts as trainable, with its "
+                    "gradients and Adam's two moments (21,346 trainable parameters instead of 2,088).",
+        replacements=(("    model.requires_grad_(False)\n", ""),),
+        expected_failures={"16.6": (ANSWER, "a hidden layer and the output layer, r=4", "a DigitsCNN's fc, r=2, alpha=16")},
+    ),
+)

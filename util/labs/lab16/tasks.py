@@ -1,0 +1,311 @@
+"""Lab 16, compression: the one declaration of its tasks.
+
+On the course's DigitsCNN trained on the digits (as a configurable ``ConvNet``, ``nets.py``) students prune by
+magnitude, globally and layer by layer, with a sensitivity scan (16.1); cut whole channels so the model really
+shrinks (16.2); choose a 2:4 pattern and count its storage in stated formats (16.3); factor a layer to a rank a
+parameter budget allows (16.4); write a distillation loss the grader trains a small student with (16.5); and add
+LoRA adapters, counting what training them costs, and merge them back (16.6).
+
+What a correct answer must satisfy is decided by the grader on what the cases saved (``judge.py``,
+``judge_distill.py``), never in the kernel: a pruned model's widths, parameters, MACs (lab 1's convention, counted
+by the grader) and outputs against the masked model the grader builds itself; a 2:4 mask's pattern, each group's
+choice and the storage against the grader's formulas; a factorisation's rank against the budget and its error
+against the optimum (Eckart-Young); a distillation run the grader does itself, with the student's loss asked for
+gradients in a student process that never sees an image; LoRA's trainable parameters, its adapted outputs and its
+merged weights against the grader's own. 16.1's masks are compared with the course's, digest by digest.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from util.contract import EXACT, Lab, Task, Tolerance
+from util.labs.lab16.public_checks import CHECKS
+
+LAB_NAME = "lab16"
+JUDGE = "util.labs.lab16.judge"
+ACCURACY = Tolerance(atol=0.006)
+"""Test accuracies within 0.006, two of the 360 test images (they are measured on float32 models whose sums may
+run in another order on another machine); every count exactly."""
+FORMATS = ("dense", "indices", "bitmask", "csr")
+"""Task 16.3's storage formats, in the order the cases save them."""
+
+
+def _bool_mask(value: Any, shape, what: str):
+    import torch
+
+    if not isinstance(value, torch.Tensor) or value.dtype != torch.bool:
+        raise TypeError(f"{what} must be a torch.bool tensor, not {type(value).__name__}"
+                        + (f" of {value.dtype}" if isinstance(value, torch.Tensor) else ""))
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"{what} has shape {list(value.shape)}; its weight has shape {list(shape)}")
+    return value.detach().cpu()
+
+
+def _digest(mask) -> str:
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.sha256(np.packbits(mask.numpy().reshape(-1)).tobytes()).hexdigest()[:16]
+
+
+def _masks(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.1: the student's masks on a seeded ConvNet, each as (weights pruned, a digest of the mask)."""
+    from util.labs.lab16.nets import build_convnet, zero_fraction
+    from util.labs.lab16.prune import prunable
+
+    net = build_convnet(spec["model"], spec["seed"])
+    if spec.get("zeroed"):
+        zero_fraction(net, spec["zeroed"], spec["seed"])
+    shapes = {name: tuple(w.shape) for name, w in prunable(net).items()}
+    masks = fn(net, spec["sparsity"], spec["scope"])
+    if not isinstance(masks, Mapping) or sorted(masks) != sorted(shapes):
+        raise ValueError(f"magnitude_masks must return {{weight name: mask}} for {', '.join(shapes)}; it returned "
+                         f"{sorted(masks) if isinstance(masks, Mapping) else type(masks).__name__}")
+    found = {name: _bool_mask(masks[name], shape, f"the mask of {name}") for name, shape in shapes.items()}
+    return {name: {"pruned": int((~mask).sum()), "digest": _digest(mask)} for name, mask in found.items()}
+
+
+def _channels(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.2: the student's pruned ConvNet, rebuilt from its config and weights, counted and saved for the judge."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab16.costs import count_macs, count_params
+    from util.labs.lab16.nets import ConvNet, build_convnet
+
+    net = build_convnet(spec["model"], spec["seed"])
+    pruned = fn(net, dict(spec["plan"]))
+    if not isinstance(pruned, ConvNet):
+        raise TypeError(f"prune_channels must return a ConvNet (util.labs.lab16.nets), not {type(pruned).__name__}")
+    config = pruned.config()
+    rebuilt = ConvNet(**config)
+    expected = {key: tuple(value.shape) for key, value in rebuilt.state_dict().items()}
+    state = pruned.state_dict()
+    wrong = [f"{key} {list(state[key].shape)} (expected {list(shape)})" for key, shape in expected.items()
+             if key in state and tuple(state[key].shape) != shape]
+    if sorted(state) != sorted(expected) or wrong:
+        raise ValueError(f"the returned ConvNet's weights do not fit its own widths {config['widths']}: "
+                         + (", ".join(wrong[:3]) or "other parameter names") + "; cut the inputs of the layer after "
+                         "each pruned one too")
+    rebuilt.load_state_dict(state)
+    arrays = {f"state/{key}": value.detach().float() if value.is_floating_point() else value.detach()
+              for key, value in state.items()}
+    arrays.update({f"config/{key}": np.asarray(config[key], dtype=np.int64) for key in ("widths", "pools", "hidden")})
+    save_arrays(arrays, spec, LAB_NAME)
+    return {"widths": list(config["widths"]), "params": count_params(rebuilt), "macs": count_macs(rebuilt.eval())}
+
+
+def _two_four(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.3: the student's mask (packed bits) and storage counts, saved for the judge."""
+    import numpy as np
+
+    from util.artifacts import save_arrays
+    from util.labs.lab16.nets import build_matrix
+
+    weight = build_matrix(spec["shape"], spec["seed"], spec["kind"])
+    result = fn(weight.clone(), spec["value_bytes"])
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise TypeError(f"two_four must return (mask, storage), not {type(result).__name__}")
+    mask = _bool_mask(result[0], weight.shape, "the mask")
+    storage = result[1]
+    if not isinstance(storage, Mapping) or sorted(storage) != sorted(FORMATS):
+        raise ValueError(f"two_four's storage must be a dict with the keys {', '.join(FORMATS)}")
+    for key in FORMATS:
+        if isinstance(storage[key], bool) or not isinstance(storage[key], (int, np.integer)):
+            raise TypeError(f"storage[{key!r}] is a {type(storage[key]).__name__}; byte counts are ints")
+    save_arrays({"mask": np.packbits(mask.numpy().reshape(-1)),
+                 "storage": np.asarray([int(storage[key]) for key in FORMATS], dtype=np.int64)}, spec, LAB_NAME)
+    return {"kept": int(mask.sum()), "storage": {key: int(storage[key]) for key in FORMATS}}
+
+
+def _geometry(module) -> list[int]:
+    from torch import nn
+
+    if isinstance(module, nn.Linear):
+        return []
+    return [*module.kernel_size, *module.stride, *module.padding, *module.dilation, module.groups]
+
+
+def _low_rank(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.4: the student's two factors (weights, bias, geometry) saved for the judge; rank, parameters and the
+    relative error of their product reported."""
+    import json
+
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from util.artifacts import save_arrays, save_file
+    from util.labs.lab16.nets import build_layer
+
+    layer = build_layer(spec["layer"], spec["seed"])
+    try:
+        found = fn(layer, spec["budget"])
+    except ValueError:
+        save_file(json.dumps({"raised": "ValueError"}).encode(), spec, LAB_NAME, ".json")
+        return {"raised": "ValueError"}
+    kind = type(layer)
+    if not (isinstance(found, nn.Sequential) and len(found) == 2 and all(type(m) is kind for m in found)):
+        raise TypeError(f"low_rank must return nn.Sequential of two {kind.__name__} layers")
+    first, second = found
+    if first.bias is not None:
+        raise ValueError("the first factor has a bias; only the second keeps the layer's bias")
+    rank = first.weight.shape[0]
+    if second.weight.shape[:2] != (layer.weight.shape[0], rank) or second.weight[0, 0].numel() != 1:
+        raise ValueError(f"the second factor's weight has shape {list(second.weight.shape)}; it should take the "
+                         f"{rank} outputs of the first to the layer's {layer.weight.shape[0]} (a 1 x 1 convolution)")
+    arrays = {"first": first.weight.detach(), "second": second.weight.detach(),
+              "first_geometry": np.asarray(_geometry(first), dtype=np.int64),
+              "second_geometry": np.asarray(_geometry(second), dtype=np.int64)}
+    if second.bias is not None:
+        arrays["bias"] = second.bias.detach()
+    save_arrays(arrays, spec, LAB_NAME)
+    W = layer.weight.detach().double().reshape(layer.weight.shape[0], -1)
+    product = second.weight.detach().double().reshape(W.shape[0], rank) @ first.weight.detach().double().reshape(rank, -1)
+    if product.shape != W.shape:
+        raise ValueError(f"the factors' product has shape {list(product.shape)}; the layer's weight is {list(W.shape)}")
+    error = float(torch.linalg.norm(W - product) / torch.linalg.norm(W))
+    return {"rank": int(rank), "params": sum(p.numel() for p in found.parameters()), "relative_error": error}
+
+
+def _distill(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.5: a value case calls the student's loss on seeded logits; the re-run case pickles it (by value) for the
+    judge, which trains a student with it in a process of its own."""
+    import numpy as np
+    import torch
+
+    from util.artifacts import save_arrays, save_file
+    from util.labs.lab16.distill import MAX_PICKLE, value_inputs
+
+    if "rows" in spec:
+        loss = fn(*value_inputs(spec), spec["T"], spec["alpha"])
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise TypeError(f"distillation_loss must return a one-element tensor, not {type(loss).__name__}")
+        value = float(loss.detach())
+        save_file(json.dumps({"loss": value}).encode(), spec, LAB_NAME, ".json")
+        return {"loss": value}
+    import cloudpickle
+
+    logits, teacher, labels = value_inputs({"rows": 4, "labeled": 2, "seed": 0, "scale": 1.0})
+    loss = fn(logits.double().requires_grad_(True), teacher.double(), labels, spec["T"], spec["alpha"])
+    if not isinstance(loss, torch.Tensor) or not loss.requires_grad:
+        raise TypeError("distillation_loss must return a tensor computed from student_logits (the grader trains "
+                        "with its gradient)")
+    pickled = cloudpickle.dumps(fn)
+    if len(pickled) > MAX_PICKLE:
+        raise ValueError(f"distillation_loss pickles to {len(pickled):,} bytes; the grader accepts at most "
+                         f"{MAX_PICKLE:,}: keep data and weights out of what it refers to")
+    return save_arrays({"loss": np.frombuffer(pickled, dtype=np.uint8)}, spec, LAB_NAME)
+
+
+def _lora(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.6: the student's adapters on a seeded ConvNet: its trainable parameters, its outputs fresh and with the
+    course's adapter values, and its merged layers, saved for the judge."""
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from util.artifacts import save_arrays
+    from util.labs.lab16.nets import build_convnet, lora_values
+
+    net = build_convnet(spec["model"], spec["seed"])
+    x = torch.randn(spec["batch"], 1, 8, 8, generator=torch.Generator().manual_seed(spec["seed"]))
+    adapted = fn(net, list(spec["targets"]), spec["r"], spec["alpha"])
+    if not isinstance(adapted, nn.Module):
+        raise TypeError(f"add_lora must return the model, not {type(adapted).__name__}")
+    adapted.eval()
+    with torch.no_grad():
+        fresh = adapted(x)
+    trainable = sorted(name for name, p in adapted.named_parameters() if p.requires_grad)
+    count = sum(p.numel() for p in adapted.parameters() if p.requires_grad)
+    arrays = {"fresh": fresh, "trainable": np.asarray(count, dtype=np.int64)}
+    for index, target in enumerate(spec["targets"]):
+        module = adapted.get_submodule(target)
+        A, B = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
+        if not (isinstance(A, torch.Tensor) and isinstance(B, torch.Tensor) and callable(getattr(module, "merged", None))):
+            raise TypeError(f"{target} should be a LoRALinear with lora_A, lora_B and merged(); it is a "
+                            f"{type(module).__name__}")
+        a, b = lora_values(spec["seed"] + index, B.shape[0], A.shape[1], A.shape[0])
+        if A.shape != a.shape or B.shape != b.shape:
+            raise ValueError(f"{target}: lora_A is {list(A.shape)} and lora_B {list(B.shape)}; with r={spec['r']} "
+                             f"they should be {list(a.shape)} and {list(b.shape)}")
+        with torch.no_grad():
+            A.copy_(a)
+            B.copy_(b)
+    with torch.no_grad():
+        arrays["adapted"] = adapted(x)
+    for target in spec["targets"]:
+        merged = adapted.get_submodule(target).merged()
+        if not isinstance(merged, nn.Linear):
+            raise TypeError(f"{target}.merged() must return an nn.Linear, not {type(merged).__name__}")
+        arrays[f"merged/{target}/weight"] = merged.weight.detach()
+        if merged.bias is not None:
+            arrays[f"merged/{target}/bias"] = merged.bias.detach()
+    save_arrays(arrays, spec, LAB_NAME)
+    return {"trainable": count, "trainable_names": trainable}
+
+
+LAB = Lab(
+    name=LAB_NAME,
+    title="Compression",
+    notebook="lab16_compression.ipynb",
+    judge_timeout=180,  # 16.5 starts a student process (up to 60 s to start) and trains with it
+    packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
+    prepare="util.labs.lab16.tasks:prepare",
+    tasks=(
+        Task(
+            id="16.1", title="Magnitude pruning", answer_points=5,
+            answer="{'pruned_global_80', 'sparsities', 'global', 'per_layer', 'sensitivity', 'fine_tuned_90'} for the "
+                   "trained DigitsCNN",
+            keys=("pruned_global_80", "sparsities", "global", "per_layer", "sensitivity", "fine_tuned_90"),
+            tolerance=ACCURACY, function="magnitude_masks", run_case=_masks, checks=CHECKS["16.1"],
+            hidden_points=10,
+        ),
+        Task(
+            id="16.2", title="Channel pruning that shrinks the model", answer_points=5,
+            answer="{'params', 'macs', 'accuracy', 'equal_outputs'} of DigitsCNN with conv2 cut to 16 channels",
+            keys=("params", "macs", "accuracy", "equal_outputs"), tolerance=ACCURACY,
+            function="prune_channels", run_case=_channels, grader_check=f"{JUDGE}:check_channels",
+            checks=CHECKS["16.2"], hidden_points=15,
+        ),
+        Task(
+            id="16.3", title="2:4 sparsity and its storage", answer_points=4,
+            answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
+            keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
+            function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
+            hidden_points=12,
+        ),
+        Task(
+            id="16.4", title="Low rank under a parameter budget", answer_points=4,
+            answer="{'ranks', 'accuracy', 'relative_error', 'params', 'budget_rank'} of conv3 factorised",
+            keys=("ranks", "accuracy", "relative_error", "params", "budget_rank"), tolerance=ACCURACY,
+            function="low_rank", run_case=_low_rank, grader_check=f"{JUDGE}:check_low_rank", checks=CHECKS["16.4"],
+            hidden_points=12,
+        ),
+        Task(
+            id="16.5", title="Distillation with few labels", answer_points=4,
+            answer="{'loss_example', 'kd_accuracy', 'labels_only_accuracy'}: the small student with 100 labels",
+            keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
+            function="distillation_loss", run_case=_distill,
+            grader_check="util.labs.lab16.judge_distill:check_distillation", checks=CHECKS["16.5"],
+            hidden_points=16,
+        ),
+        Task(
+            id="16.6", title="LoRA", answer_points=3,
+            answer="{'trainable_full', 'trainable_lora', 'memory_full', 'memory_lora', 'merged_equal'} for DigitsCNN "
+                   "with LoRA (r=4) on fc",
+            keys=("trainable_full", "trainable_lora", "memory_full", "memory_lora", "merged_equal"), tolerance=EXACT,
+            function="add_lora", run_case=_lora, grader_check=f"{JUDGE}:check_lora", checks=CHECKS["16.6"],
+            hidden_points=10,
+        ),
+    ),
+)
+
+
+def prepare() -> None:
+    """Train (or verify) the cached DigitsCNN the notebook and the judges load, before any kernel runs."""
+    from util.labs.lab16.digits import trained_digits
+
+    trained_digits()
