@@ -269,12 +269,15 @@ def harden() -> None:
         raise OSError(ctypes.get_errno(), "could not install the student process's seccomp filter")
 
 
-def no_processes() -> None:
+def no_processes(threads: bool = True) -> None:
     """From now on this process may start threads but no process (``fork``, ``vfork``, ``posix_spawn``, a
     ``clone`` without ``CLONE_THREAD``: refused with ``EPERM``; ``clone3``: ``ENOSYS``, so the C library starts
     threads with ``clone``), kept so by a seccomp filter nothing can remove (Linux x86-64 and arm64; elsewhere
     nothing changes). A harness calls it before it loads student code when what the grader measures of the
-    process (its peak memory, say) must be all the student's code did: a child's memory is its own."""
+    process (its peak memory, say) must be all the student's code did: a child's memory is its own.
+
+    ``threads=False``: no new thread either (every ``clone`` refused), for a rule PyTorch keeps per thread (the
+    saved-tensor hooks that refuse autograd): what runs in the one thread there is is all that can run."""
     import ctypes
     import platform
 
@@ -287,7 +290,7 @@ def no_processes() -> None:
     code = [(ld, 0, 0, 4), (jeq, 0, 9, arch),  # another architecture: harden() refuses it already
             (ld, 0, 0, 0), (jeq, 6, 0, fork), (jeq, 5, 0, vfork),
             (jeq, 0, 1, clone3), (ret, 0, 0, enosys),
-            (jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1, 0, 0x00010000),  # clone's flags: CLONE_THREAD?
+            (jeq, 0, 3, clone), (ld, 0, 0, 16), (jset, 1 if threads else 0, 0, 0x00010000),  # CLONE_THREAD?
             (ret, 0, 0, eperm), (ret, 0, 0, allow)]
     program = b"".join(struct.pack("HBBI", c, jt, jf, k) for c, jt, jf, k in code)
 

@@ -1,7 +1,8 @@
 """Lab 12's grader-side checks (``Task.grader_check``): verdicts decided on what a case saved, with the
 grader's own computation, never in the student's kernel.
 
-* 12.1 :func:`check_grads`: the saved float32 gradients against ``torch.autograd`` in float64 on the
+* 12.1 :func:`check_grads`: the student's ``grad`` (saved pickled) run again in a student process where autograd
+  cannot run (:mod:`util.labs.lab12.grad_harness`), its gradients against ``torch.autograd`` in float64 on the
   same graph and inputs, rebuilt here.
 * 12.2 :func:`check_memory`: the saved-activation bytes against the grader's own measurement on a real
   training step (autograd's saved-tensor hooks, unique storages), and the total against its own sum.
@@ -15,6 +16,7 @@ name, shape and number is checked before use.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Mapping, Sequence
 
@@ -24,9 +26,58 @@ STATE_COPIES = {"sgd": 0, "momentum": 1, "adam": 2}
 """Optimizer state in copies of the trainable parameters' bytes (the notebook's convention)."""
 
 
+MAX_GRAD_PICKLE = 256 << 10
+"""Largest pickled ``grad`` the judge runs again (a reverse-mode pass and its rules pickle to a few KiB)."""
+_rerun: dict[str, Any] = {}
+"""This judge process's student process for 12.1, started at its first case and kept for the others."""
+
+
+def _rerun_grad(pickled: bytes, spec: Mapping[str, Any]) -> tuple[dict | None, str]:
+    """The student's ``grad`` run again on the case in a student process where autograd cannot run
+    (:mod:`util.labs.lab12.grad_harness`): ``(name -> float64 gradient, "")`` or ``(None, why not)``."""
+    import numpy as np
+
+    from util.student_process import ChannelError, StudentProcess
+
+    key = hashlib.sha256(pickled).hexdigest()
+    try:
+        if _rerun.get("key") != key:
+            if "process" in _rerun:
+                _rerun.pop("process").close()
+            process = StudentProcess.start("util.labs.lab12.grad_harness:serve", max_data=64 << 20, seconds=170)
+            process.send({"function": True}, data=pickled)
+            reply, _ = process.receive(timeout=90)
+            if reply.get("ready") is not True:
+                process.close()
+                return None, f"run again by the grader, grad could not be loaded: {str(reply.get('raised'))[:250]}"
+            _rerun.update(key=key, process=process)
+        process = _rerun["process"]
+        process.send({"case": {k: spec[k] for k in ("graph", "batch", "start")}})
+        reply, data = process.receive(timeout=60)
+    except ChannelError as exc:
+        _rerun.clear()
+        return None, f"the grader could not run grad again ({exc})"
+    if "done" not in reply:
+        return None, (f"run again by the grader (one thread, autograd refused), grad raised "
+                      f"{str(reply.get('raised'))[:250]}")
+    found, offset = {}, 0
+    try:
+        for name, shape in reply["done"]:
+            size = int(np.prod(shape, dtype=np.int64)) * 8
+            if not isinstance(name, str) or size < 0 or offset + size > len(data):
+                raise ValueError(name)
+            found[name] = np.frombuffer(data[offset:offset + size], dtype=np.float64).reshape(shape)
+            offset += size
+    except (TypeError, ValueError):
+        return None, "the gradients grad returned when the grader ran it again could not be read"
+    return found, ""
+
+
 def check_grads(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 12.1: each saved gradient within ``tolerance.rtol`` of float64 autograd, relative to the
-    largest element of the float64 gradient (``max|g - g64| / max|g64|``)."""
+    """Task 12.1: the student's ``grad``, run again by the grader where autograd cannot run (another student
+    process: one thread, no thread or process can start, autograd refused with no way to turn the refusal
+    off), must give each gradient within ``tolerance.rtol`` of float64 autograd, relative to the largest element
+    of the float64 gradient (``max|g - g64| / max|g64|``). The kernel's own gradients count for nothing."""
     import numpy as np
     import torch
 
@@ -35,26 +86,32 @@ def check_grads(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> l
 
     gm = build_graph(spec["graph"], torch.float64)
     names = parameter_names(gm)
-    arrays, problems = read_saved_arrays(data, expected=[f"grad/{name}" for name in names])
+    arrays, problems = read_saved_arrays(data, expected=[f"grad/{name}" for name in names] + ["grad_fn"])
     if problems:
         return problems
+    pickled = arrays["grad_fn"].tobytes()
+    if len(pickled) > MAX_GRAD_PICKLE:
+        return [f"grad pickles to {len(pickled):,} bytes; the grader runs again at most {MAX_GRAD_PICKLE:,}"]
+    rerun, problem = _rerun_grad(pickled, spec)
+    if rerun is None:
+        return [problem]
     loss = gm(*feeds(spec["graph"], spec["batch"], spec["start"], torch.float64).values())
     loss.backward()
     for name in names:
         expected = getattr(gm, name).grad.numpy()
-        found = arrays[f"grad/{name}"]
-        if found.shape != expected.shape or not np.issubdtype(found.dtype, np.floating):
-            problems.append(f"the gradient of {name!r} has shape {list(found.shape)} ({found.dtype}); the parameter "
+        found = rerun.get(name)
+        if found is None or found.shape != expected.shape:
+            problems.append(f"the gradient of {name!r} has shape {list(getattr(found, 'shape', []))}; the parameter "
                             f"has shape {list(expected.shape)}")
             continue
         if not np.isfinite(found).all():
             problems.append(f"the gradient of {name!r} holds NaN or infinity")
             continue
         scale = float(np.abs(expected).max()) or 1.0
-        worst = float(np.abs(found.astype(np.float64) - expected).max()) / scale
+        worst = float(np.abs(found - expected).max()) / scale
         if not worst <= tolerance.rtol:
             problems.append(f"the gradient of {name!r} differs from float64 autograd by {worst:.2g} of its largest "
-                            f"element (at most {tolerance.rtol:g})")
+                            f"element (at most {tolerance.rtol:g}; run again by the grader, autograd refused)")
     return problems
 
 

@@ -55,6 +55,9 @@ def _grad(fn: Callable, spec: Mapping[str, Any]) -> Any:
         array = np.asarray(value.detach().cpu().numpy() if hasattr(value, "detach") else value, dtype=np.float64)
         arrays[f"grad/{name}"] = array
     shapes = {name: list(arrays[f"grad/{name}"].shape) for name in names}
+    import cloudpickle  # the grader runs grad again where autograd cannot run (util/labs/lab12/grad_harness.py)
+
+    arrays["grad_fn"] = np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)
     return {"shapes": shapes, **save_arrays(arrays, spec, LAB_NAME)}
 
 
@@ -132,11 +135,13 @@ RELEASES = (
             "Task 12.5's re-run by the grader cannot read the digits (nor any model the course trained on them): "
             "train on the data you are given. Its clock starts when your train is handed over (unpickling it "
             "counts), the CPU time of every thread and process of it counts too (at most the budget, and no more "
-            "than the wall time), and train travels pickled with what it reads from the notebook, at most 16 KB.",
+            "than the wall time), and train travels pickled with what it reads from the notebook, at most 16 KB. "
+            "Task 12.1's grad is run again by the grader in a process of its own, on one thread where no thread "
+            "or process can start and autograd stays refused: the gradients it returns there are graded.",
             marker="That process cannot read the digits"),
 )
-"""The lab's changelog (``Lab.releases``). Release 2 changed no case: the judge of 12.5 (``judge_training.py``)
-measures and withholds more, for notebooks of either release."""
+"""The lab's changelog (``Lab.releases``). Release 2 changed no case: the judges of 12.5 (``judge_training.py``) and
+12.1 (``judge.py``, ``grad_harness.py``) measure and withhold more, for notebooks of either release."""
 
 
 LAB = Lab(
