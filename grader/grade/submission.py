@@ -3,7 +3,8 @@
 Per submission, ``<out>/<name>/`` gets ``results.json`` (Gradescope's schema), ``answers.json``
 (task id -> exported value), ``cases.json`` (what the student's functions returned on the hidden
 inputs; for disputes, never shown to students), ``facts.json`` (what the grader's own checks measured,
-when they report it), ``executed.ipynb``, ``feedback.md`` (for the
+when they report it), ``diagnosis.json`` (what went wrong on each failed hidden case, shown only when the class
+allows diagnosed feedback), ``executed.ipynb``, ``feedback.md`` (for the
 student) and, when the kernel wrote any, ``kernel.log`` (the first and last bytes of its standard
 output and error, for the instructor). Grading a whole class (parallel, resumable, gradebook, statistics) is :mod:`grader.grade.batch`.
 """
@@ -18,6 +19,7 @@ from grader.core.limits import Limits, format_size
 from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
 from grader.core.safe_text import file_name, json_value, plain
 from grader.grade.collect import refusal
+from grader.grade.diagnosis import diagnose
 from grader.grade.run import run_notebook
 from grader.judge import references
 from grader.judge.exports import HIDDEN
@@ -32,6 +34,9 @@ escaped; written only when it wrote any. For the instructor's diagnosis of a cra
 FACTS = "facts.json"
 """Task id -> case id -> what the grader's checks of the saved files measured (``grader.grade.run.Run.facts``):
 the figures disputes show and leaderboards rank; written only when a check reported any."""
+DIAGNOSIS = "diagnosis.json"
+"""Per failed hidden case: its input, the student's value, the expected value and the declared mistakes its
+task's failures match (:mod:`grader.grade.diagnosis`); written only when a hidden case failed."""
 TOO_LARGE = "too large"
 """The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
@@ -144,6 +149,9 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         write_json(out_dir / "cases.json", json_value(run.cases))
         if run.facts:  # what the grader measured of the saved files (disputes, leaderboards)
             write_json(out_dir / FACTS, json_value(run.facts))
+        found = diagnose(graded, tasks, run.cases, refs)
+        if found:  # shown to the student only when the class allows it (feedback: diagnosed)
+            write_json(out_dir / DIAGNOSIS, found)
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8", errors="replace")
         if run.execution.stdio.total:  # what the kernel wrote below its messages: for the instructor only
             files.write_text(out_dir / KERNEL_LOG, plain(run.execution.stdio.text(), 1 << 20))
