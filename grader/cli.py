@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,check,build,release,publish,links,regen,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -219,6 +219,26 @@ def parser() -> argparse.ArgumentParser:
                          "course's default ones")
     _lab_flag(rg, "only this lab (default: every lab)")
 
+    d = _sub(sub, "dispute", "run a student's task again, twice, and record whether the mark stands",
+             "Re-run TASK's hidden cases for STUDENT's graded submission in fresh sandboxes, twice, and write a "
+             "record beside the original grading (inputs, returned values, verdicts, points, timings, what the "
+             "grader measured, the grader's version): OUT/<submission>/disputes/. --decide POINTS appends the "
+             "decision to the class's overrides with the record named in its reason.")
+    d.add_argument("out", type=Path, metavar="CLASS_FOLDER", help="the gradebook folder the class was graded into")
+    d.add_argument("student", metavar="STUDENT", help="a submission's folder there, or a roster student_id or email")
+    d.add_argument("task", metavar="TASK", help="the task in dispute, e.g. 8.4")
+    d.add_argument("--decide", type=float, metavar="POINTS", help="the instructor's decision: the task's points")
+    d.add_argument("--reason", metavar="TEXT", help="why (shown to the student with the decision)")
+    d.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (not for real disputes)")
+    _limit_flags(d)
+
+    lb = _sub(sub, "leaderboard", "rank a class on a figure the grader measured itself",
+              "Write OUT/leaderboard_<lab>.html and .csv for every lab that declares a leaderboard (or those named): "
+              "anonymous nicknames, figures the grader measured in its own processes, ties within the measurement's "
+              "band.")
+    lb.add_argument("out", type=Path, metavar="CLASS_FOLDER", help="the gradebook folder the class was graded into")
+    lb.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+
     gs = _sub(sub, "gradescope", "build a lab's Gradescope autograder zip",
               "Write a Gradescope autograder zip for one lab: setup.sh (Python 3.11 in a virtual environment, "
               "bubblewrap, g++, cmake), run_autograder with the limits given here, the grader, util/ and the "
@@ -263,6 +283,13 @@ def main(argv: list[str] | None = None) -> int:
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args))
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
+    if args.command == "dispute":
+        from grader.grade import dispute
+        return dispute.main(out=args.out, who=args.student, task_id=args.task, decide_points=args.decide,
+                            reason=args.reason, limits=_limits(args), sandbox=False if args.no_sandbox else None)
+    if args.command == "leaderboard":
+        from grader.report import leaderboard
+        return leaderboard.main(out=args.out, labs=args.lab)
     if args.command == "release":
         from grader.author import release
         return release.main(dest=args.dest)

@@ -188,6 +188,31 @@ class Release:
 
 
 @dataclass(frozen=True)
+class Leaderboard:
+    """A figure of a lab worth competing on, which the grader measures itself (never one the student reports).
+
+    The figure is a fact the task's judge reports beside its verdict (``check`` returns ``(problems, facts)``,
+    :mod:`grader.judge.worker`): the first case of :attr:`task` (in declaration order) whose facts hold
+    :attr:`fact`. ``python -m grader leaderboard`` ranks a class by it (anonymous nicknames, ties within the
+    measurement's band) and Gradescope gets it in ``results.json``'s ``leaderboard``."""
+
+    title: str
+    """What is ranked, in the students' words, e.g. ``"Speed-up over the naive kernel"``."""
+    task: str
+    """The task whose judge measures it."""
+    fact: str
+    """The name of the fact that holds the figure."""
+    higher_is_better: bool = True
+    unit: str = ""
+    """Printed after the figure, e.g. ``"x"``."""
+    band: float | str = 1.0
+    """How far apart two figures must be before their ranks differ: a factor >= 1 (1.1: within 10 % is a tie),
+    or the name of a fact giving each entry's own factor (the noise its judge measured)."""
+    only_passed: bool = True
+    """Rank only submissions whose case passed (a fast kernel with wrong products ranks nowhere)."""
+
+
+@dataclass(frozen=True)
 class Lab:
     """A lab: one solution notebook, its generated student copy, and its tasks."""
 
@@ -233,6 +258,8 @@ class Lab:
     """The lab's changelog, oldest first (:class:`Release`); none declared means one release, the first.
     Add one whenever a change reaches what students hold: a new hidden case (``Case.since``), a convention
     stated, a helper moved (``surface.py``)."""
+    leaderboard: Leaderboard | None = None
+    """A figure worth competing on (:class:`Leaderboard`), if the lab has one."""
     prepare: str | None = None
     """``"module:function"`` the grader calls once, outside the sandbox, before grading the lab (usually
     ``"util.labs.labN.tasks:prepare"``): it

@@ -110,6 +110,9 @@ class SubmissionResult:
     release: int | None = None
     """The lab release the notebook was built from and graded as (:mod:`grader.core.releases`); ``None``
     when nothing was read."""
+    leaderboard: tuple[tuple[str, float, str], ...] = ()
+    """``(title, value, "asc"|"desc")`` of the lab's leaderboard figure (``util.contract.Leaderboard``), as the
+    grader measured it, when it has one: Gradescope's ``leaderboard`` key."""
 
     def __post_init__(self) -> None:
         _set(self, "submission", file_name(self.submission, LIMIT_MESSAGE))
@@ -138,14 +141,17 @@ class SubmissionResult:
         tasks = tuple(TaskResult(t["task_id"], t["title"], tuple(CheckResult(**c) for c in t["checks"]))
                       for t in data["tasks"])
         release = data.get("release")
+        board = tuple((str(n), float(v), str(o)) for n, v, o in data.get("leaderboard") or ())
         return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
-                   tuple(data.get("notes", ())), release if isinstance(release, int) else None)
+                   tuple(data.get("notes", ())), release if isinstance(release, int) else None, board)
 
     def to_gradescope_dict(self) -> dict[str, Any]:
         """Gradescope's results.json schema; every output and name is shown as plain text
         (``output_format``, ``test_output_format``, ``test_name_format``: ``text``), never as
         Markdown or HTML. The lab release the notebook was built from rides in ``extra_data``."""
         extra = {"extra_data": {"release": self.release}} if self.release is not None else {}
+        if self.leaderboard:
+            extra["leaderboard"] = [{"name": n, "value": v, "order": o} for n, v, o in self.leaderboard]
         return {**extra,
             "score": self.score,
             "execution_time": round(self.execution_time, 2),

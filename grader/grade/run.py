@@ -51,6 +51,9 @@ class Run:
     scratch folder went, :func:`grader.judge.artifacts.verdicts`)."""
     refused: dict[str, str] = field(default_factory=dict)
     """Task id (or ``hidden cases``) -> why its export was not read (:func:`grader.judge.exports.read_exports`)."""
+    facts: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Task id -> case id -> what the grader's check of the saved file measured (a speed-up and its band):
+    for the instructor's records, disputes and leaderboards, never a verdict."""
 
 
 def _passable(root: Path, folder: Path) -> None:
@@ -105,10 +108,12 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
         # only the files the cases declare, bounded before anything is read; judged now: the scratch folder goes below
         files = artifacts.list_files(answers_dir / FILES_DIR, artifacts.declared(lab, exports.cases), limits)
         _passable(work.path, answers_dir / FILES_DIR)  # the judge runs as a user of its own
-        verdicts = artifacts.verdicts(lab, exports.cases, files, limits=limits, deadlines=deadlines,
-                                     sandbox=sandboxed)
+        judged = artifacts.judged(lab, exports.cases, files, limits=limits, deadlines=deadlines, sandbox=sandboxed)
+        verdicts = {task: {case: j.problems for case, j in by_case.items()} for task, by_case in judged.items()}
+        facts = {task: {case: j.facts for case, j in by_case.items() if j.facts} for task, by_case in judged.items()}
         if files_out is not None:
             artifacts.save_files(files, files_out, limits)
-        return Run(exports.answers, exports.cases, execution, nb, files=files, verdicts=verdicts, refused=exports.refused)
+        return Run(exports.answers, exports.cases, execution, nb, files=files, verdicts=verdicts, refused=exports.refused,
+                   facts={task: found for task, found in facts.items() if found})
     finally:
         work.remove()

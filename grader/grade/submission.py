@@ -2,7 +2,9 @@
 
 Per submission, ``<out>/<name>/`` gets ``results.json`` (Gradescope's schema), ``answers.json``
 (task id -> exported value), ``cases.json`` (what the student's functions returned on the hidden
-inputs; for disputes, never shown to students), ``executed.ipynb``, ``feedback.md`` (for the
+inputs; for disputes, never shown to students), ``facts.json`` (what the grader's own checks measured,
+when they report it), ``diagnosis.json`` (what went wrong on each failed hidden case, shown only when the class
+allows diagnosed feedback), ``executed.ipynb``, ``feedback.md`` (for the
 student) and, when the kernel wrote any, ``kernel.log`` (the first and last bytes of its standard
 output and error, for the instructor). Grading a whole class (parallel, resumable, gradebook, statistics) is :mod:`grader.grade.batch`.
 """
@@ -17,17 +19,24 @@ from grader.core.limits import Limits, format_size
 from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
 from grader.core.safe_text import file_name, json_value, plain
 from grader.grade.collect import refusal
+from grader.grade.diagnosis import diagnose
 from grader.grade.run import run_notebook
 from grader.judge import references
 from grader.judge.exports import HIDDEN
 from grader.judge.score import score
-from grader.report import feedback
+from grader.report import feedback, leaderboard
 from util.answers import write_json
 from util.contract import Lab
 
 KERNEL_LOG = "kernel.log"
 """The first and last bytes the kernel wrote to its standard output and error (:mod:`grader.execute.drain`),
 escaped; written only when it wrote any. For the instructor's diagnosis of a crash, never graded."""
+FACTS = "facts.json"
+"""Task id -> case id -> what the grader's checks of the saved files measured (``grader.grade.run.Run.facts``):
+the figures disputes show and leaderboards rank; written only when a check reported any."""
+DIAGNOSIS = "diagnosis.json"
+"""Per failed hidden case: its input, the student's value, the expected value and the declared mistakes its
+task's failures match (:mod:`grader.grade.diagnosis`); written only when a hidden case failed."""
 TOO_LARGE = "too large"
 """The execution status of a notebook file over ``--max-notebook``: not read, not run."""
 
@@ -133,16 +142,29 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         notes += (f"{format_size(run.execution.output_dropped)} of printed output was dropped (output is "
                   "kept up to a limit; it is never graded)",)
     result = SubmissionResult(str(path), lab.name, tasks, run.execution.seconds, run.execution.status, notes,
-                              built.release)
+                              built.release, _leaderboard(lab, run.facts, tasks))
     if out_dir:
         write_json(out_dir / "results.json", result.to_gradescope_dict())
         write_json(out_dir / "answers.json", json_value(run.answers))  # valid UTF-8, whatever the strings hold
         write_json(out_dir / "cases.json", json_value(run.cases))
+        if run.facts:  # what the grader measured of the saved files (disputes, leaderboards)
+            write_json(out_dir / FACTS, json_value(run.facts))
+        found = diagnose(graded, tasks, run.cases, refs)
+        if found:  # shown to the student only when the class allows it (feedback: diagnosed)
+            write_json(out_dir / DIAGNOSIS, found)
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8", errors="replace")
         if run.execution.stdio.total:  # what the kernel wrote below its messages: for the instructor only
             files.write_text(out_dir / KERNEL_LOG, plain(run.execution.stdio.text(), 1 << 20))
         _write_feedback(out_dir, result)
     return result
+
+
+def _leaderboard(lab: Lab, facts: dict, tasks: tuple[TaskResult, ...]) -> tuple[tuple[str, float, str], ...]:
+    """The lab's leaderboard figure as the grader measured it (Gradescope's ``leaderboard``), if it has one."""
+    board = lab.leaderboard
+    task = next((t for t in tasks if board is not None and t.task_id == board.task), None)
+    found = leaderboard.figure(board, facts, {c.name: c.status for c in task.checks}) if task else None
+    return ((board.title, found[0], "desc" if board.higher_is_better else "asc"),) if found else ()
 
 
 def _write_feedback(out_dir: Path, result: SubmissionResult) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from grader.core.limits import Deadlines, Limits, format_size
-from grader.judge.isolated import judge
+from grader.judge.isolated import Judged, judge_all
 from util import labs
 from util.artifacts import case_stem
 from util.contract import Case, Lab, Task
@@ -220,7 +220,16 @@ def _case_file(files: Mapping[str, SavedFile], spec: Mapping[str, Any]) -> Saved
 def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | Mapping[str, SavedFile], *,
              limits: Limits | None = None, deadlines: Deadlines | None = None,
              sandbox: bool | None = None) -> dict[str, dict[str, list[str]]]:
-    """Task id -> case id -> problems (empty: passed) for every case of a task with a ``grader_check``.
+    """Task id -> case id -> problems (empty: passed): :func:`judged` without the facts."""
+    found = judged(lab, cases, files, limits=limits, deadlines=deadlines, sandbox=sandbox)
+    return {task: {case: verdict.problems for case, verdict in by_case.items()} for task, by_case in found.items()}
+
+
+def judged(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | Mapping[str, SavedFile], *,
+           limits: Limits | None = None, deadlines: Deadlines | None = None,
+           sandbox: bool | None = None) -> dict[str, dict[str, Judged]]:
+    """Task id -> case id -> :class:`grader.judge.isolated.Judged` (its problems, empty when it passed, and what
+    the check measured) for every case of a task with a ``grader_check``.
 
     Only cases whose kernel record is ``ok`` are judged (:func:`declared`); the others already failed in
     the kernel. A case whose file broke a bound (:func:`list_files`) fails with the reason, unjudged.
@@ -229,7 +238,7 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | 
     (default: the lab's, :meth:`grader.core.limits.Deadlines.resolve`).
     """
     files = files.files if isinstance(files, Listing) else files
-    out: dict[str, dict[str, list[str]]] = {}
+    out: dict[str, dict[str, Judged]] = {}
     jobs, where, folders = [], [], set()
     for task in lab.tasks:
         if not getattr(task, "grader_check", None):
@@ -242,9 +251,9 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | 
             spec = graded_spec(lab, task, case)  # as this term ran it
             saved = _case_file(files, with_files(lab, spec))
             if saved is None:
-                out[task.id][case.id] = [f"{task.function}() returned, but no file was saved for this case"]
+                out[task.id][case.id] = Judged([f"{task.function}() returned, but no file was saved for this case"])
             elif saved.path is None:
-                out[task.id][case.id] = [saved.reason]
+                out[task.id][case.id] = Judged([saved.reason])
             else:
                 jobs.append({"check": task.grader_check, "spec": spec, "file": str(saved.path),
                              "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
@@ -253,10 +262,10 @@ def verdicts(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | 
     if jobs:
         if len(folders) != 1:
             raise ValueError("the saved files of one notebook must lie in one folder")
-        for (task_id, case_id), problems in zip(where, judge(jobs, folders.pop(), limits=limits, sandbox=sandbox,
-                                                                   reveal=tuple(labs.judge_paths(lab)),
-                                                                   timeout=(deadlines or Deadlines.resolve(lab, limits)).judge)):
-            out[task_id][case_id] = problems
+        for (task_id, case_id), verdict in zip(where, judge_all(jobs, folders.pop(), limits=limits, sandbox=sandbox,
+                                                                      reveal=tuple(labs.judge_paths(lab)),
+                                                                      timeout=(deadlines or Deadlines.resolve(lab, limits)).judge)):
+            out[task_id][case_id] = verdict
     return out
 
 

@@ -50,6 +50,9 @@ def _case_record(record: Any) -> dict[str, Any] | None:
         return None
     message = record.get("message")
     clean = {"status": record["status"], "message": message if isinstance(message, str) else ""}
+    seconds = record.get("seconds")
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 <= seconds < 1e7:
+        clean["seconds"] = float(seconds)  # as the kernel timed it: shown in disputes, never scored
     if record["status"] == "ok":
         if "value" not in record:
             return None

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,14 +57,27 @@ def _reader(stream, lines: queue.Queue) -> None:  # noqa: ANN001
     lines.put(None)
 
 
-def _problems(record: Any, index: int) -> list[str] | None:
-    """The problems in a ``done`` record for case ``index``, or ``None`` if it is not one."""
+@dataclass(frozen=True)
+class Judged:
+    """The grader's verdict on one saved file."""
+
+    problems: list[str]
+    """What is wrong with it (empty: the case passes)."""
+    facts: dict[str, Any] = field(default_factory=dict)
+    """What the check measured on the way (a speed-up and the band it was judged in): for the instructor's
+    records, disputes and leaderboards (:mod:`grader.judge.worker` bounds them); never a verdict."""
+
+
+def _judged(record: Any, index: int) -> Judged | None:
+    """The verdict in a ``done`` record for case ``index``, or ``None`` if it is not one."""
     if not isinstance(record, dict) or record.get("done") != index:
         return None
     problems = record.get("problems")
     if not isinstance(problems, list) or not all(isinstance(p, str) for p in problems):
         return None
-    return [p[:400] for p in problems[:20]]
+    facts = record.get("facts")
+    facts = facts if isinstance(facts, dict) and len(json.dumps(facts)) <= 16 << 10 else {}
+    return Judged([p[:400] for p in problems[:20]], facts)
 
 
 def _failure(watchdog: Watchdog, code: int | None, timeout: int, memory: int, garbage: bool) -> str:
@@ -233,11 +247,11 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
             if isinstance(record, dict) and record.get("start") == current - first:
                 watchdog.deadline = time.monotonic() + timeout  # each case gets its own time
                 continue
-            problems = _problems(record, current - first)
-            if problems is None:
+            judged = _judged(record, current - first)
+            if judged is None:
                 garbage = True
                 break
-            results[current] = problems
+            results[current] = judged
             current += 1
         if current == len(cases):
             return None
@@ -246,7 +260,7 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
             code = process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             code = None
-        results[current] = [_failure(watchdog, code, timeout, limits.memory, garbage)]
+        results[current] = Judged([_failure(watchdog, code, timeout, limits.memory, garbage)])
         return current
     finally:
         if watchdog is not None:
@@ -263,7 +277,14 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
 
 def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
           sandbox: bool | None = None, reveal: tuple[Path, ...] = ()) -> list[list[str]]:
-    """Problems per case (empty: passed) for ``cases``, each ``{"check": "module:function", "spec":
+    """Problems per case (empty: passed): :func:`judge_all` without the facts."""
+    return [judged.problems for judged in judge_all(cases, files_dir, timeout=timeout, limits=limits, sandbox=sandbox,
+                                                    reveal=reveal)]
+
+
+def judge_all(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
+              sandbox: bool | None = None, reveal: tuple[Path, ...] = ()) -> list[Judged]:
+    """A :class:`Judged` per case (no problems: passed) for ``cases``, each ``{"check": "module:function", "spec":
     ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
 
     ``timeout`` bounds each case (the run's ``Deadlines.judge``); ``limits`` bounds the judge's memory
@@ -272,7 +293,7 @@ def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limi
     """
     limits = limits or Limits()
     sandboxed = confinement.available() if sandbox is None else sandbox
-    results: list[list[str] | None] = [None] * len(cases)
+    results: list[Judged | None] = [None] * len(cases)
     first = 0
     while first < len(cases):
         stopped = _run_judge([dict(c) for c in cases], first, results, files_dir.resolve(), limits=limits,
@@ -280,4 +301,4 @@ def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limi
         if stopped is None:
             break
         first = stopped + 1
-    return [r if r is not None else ["the grader could not check this file"] for r in results]
+    return [r if r is not None else Judged(["the grader could not check this file"]) for r in results]

@@ -5,7 +5,10 @@
 line from stdin, ``{"cases": [{"check": "module:function", "spec": {...}, "tolerance": {...},
 "file": path}, ...]}``, and for each case calls ``check(spec, data, tolerance)`` on the file's bytes,
 writing two JSON lines to its protocol stream: ``{"start": i}`` before and ``{"done": i, "problems":
-[...]}`` after (at most :data:`MAX_PROBLEMS` problems of :data:`MAX_TEXT` characters). Whatever the
+[...], "facts": {...}}`` after (at most :data:`MAX_PROBLEMS` problems of :data:`MAX_TEXT` characters). A
+check returns its problems, or ``(problems, facts)``: what the grader measured on the way (a speed-up, the
+band it was judged in), numbers and short texts for the instructor's records, disputes and leaderboards,
+never a verdict (:data:`MAX_FACTS` of them). Whatever the
 check prints goes to stderr, never into the protocol. A check that raises is a problem with the
 case; a check that crashes, hangs or bloats the process is the grader's to notice.
 """
@@ -16,6 +19,28 @@ import sys
 
 MAX_PROBLEMS = 20
 MAX_TEXT = 400
+MAX_FACTS = 32
+
+
+def _facts(found: object) -> dict:
+    """The facts a check reported, bounded: names of at most 64 characters -> a finite number, a short text,
+    or a list of at most 16 numbers; anything else is dropped."""
+    import math
+
+    out = {}
+    for name, value in list(found.items())[:MAX_FACTS] if isinstance(found, dict) else []:
+        if not isinstance(name, str) or len(name) > 64:
+            continue
+        if isinstance(value, bool) or value is None:
+            out[name] = value
+        elif isinstance(value, (int, float)) and math.isfinite(value):
+            out[name] = value
+        elif isinstance(value, str):
+            out[name] = value[:MAX_TEXT]
+        elif isinstance(value, (list, tuple)) and len(value) <= 16 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+            out[name] = list(value)
+    return out
 
 
 def main() -> None:
@@ -38,12 +63,16 @@ def main() -> None:
             with open(case["file"], "rb") as handle:
                 data = handle.read()
             found = check(case["spec"], data, Tolerance(**case["tolerance"]))
+            facts = {}
+            if isinstance(found, tuple) and len(found) == 2 and isinstance(found[1], dict):
+                found, facts = found
             problems = [str(p)[:MAX_TEXT] for p in list(found)[:MAX_PROBLEMS]]
+            facts = _facts(facts)
         except MemoryError:
-            problems = ["the grader's check of this file ran out of memory"]
+            problems, facts = ["the grader's check of this file ran out of memory"], {}
         except Exception as exc:  # a hostile file: a problem with the case, never a crash of the judge
-            problems = [f"the grader could not check the model ({type(exc).__name__}: {exc})"[:MAX_TEXT]]
-        emit({"done": index, "problems": problems})
+            problems, facts = [f"the grader could not check the model ({type(exc).__name__}: {exc})"[:MAX_TEXT]], {}
+        emit({"done": index, "problems": problems, "facts": facts})
 
 
 if __name__ == "__main__":  # python -c sets it too
