@@ -66,7 +66,7 @@ def test_the_solution_kernel_passes_the_judged_cases(tmp_path):
     task = LAB.task("8.4")
     for case in task.cases:
         if not case.spec["timed"]:
-            assert judge.check_kernel(case.spec, _npz(tmp_path, data, case.spec), KERNEL) == [], case.id
+            assert judge.check_kernel(case.spec, _npz(tmp_path, data, case.spec), KERNEL) == ([], {}), case.id
 
 
 def _npz(tmp_path, data: bytes, spec) -> bytes:
