@@ -220,13 +220,14 @@ def parser() -> argparse.ArgumentParser:
     _lab_flag(rg, "only this lab (default: every lab)")
 
     d = _sub(sub, "dispute", "run a student's task again, twice, and record whether the mark stands",
-             "Re-run TASK's hidden cases for STUDENT's graded submission in fresh sandboxes, twice, and write a "
+             "Re-run each TASK's hidden cases for STUDENT's graded submission in fresh sandboxes, twice, and write a "
              "record beside the original grading (inputs, returned values, verdicts, points, timings, what the "
              "grader measured, the grader's version): OUT/<submission>/disputes/. --decide POINTS appends the "
              "decision to the class's overrides with the record named in its reason.")
     d.add_argument("out", type=Path, metavar="CLASS_FOLDER", help="the gradebook folder the class was graded into")
     d.add_argument("student", metavar="STUDENT", help="a submission's folder there, or a roster student_id or email")
-    d.add_argument("task", metavar="TASK", help="the task in dispute, e.g. 8.4")
+    d.add_argument("task", nargs="+", metavar="TASK", help="the task in dispute, e.g. 8.4 (several of one lab: "
+                                                            "run again together)")
     d.add_argument("--decide", type=float, metavar="POINTS", help="the instructor's decision: the task's points")
     d.add_argument("--reason", metavar="TEXT", help="why (shown to the student with the decision)")
     d.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (not for real disputes)")
@@ -285,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
     if args.command == "dispute":
         from grader.grade import dispute
-        return dispute.main(out=args.out, who=args.student, task_id=args.task, decide_points=args.decide,
+        return dispute.main(out=args.out, who=args.student, task_ids=args.task, decide_points=args.decide,
                             reason=args.reason, limits=_limits(args), sandbox=False if args.no_sandbox else None)
     if args.command == "leaderboard":
         from grader.report import leaderboard

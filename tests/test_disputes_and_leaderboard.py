@@ -157,3 +157,42 @@ def test_nicknames_are_stable_escaped_and_distinct(name):
     second = leaderboard.nickname(b"secret", name, taken)
     assert second != first
     assert html.escape(first) == first
+
+
+@pytest.mark.notebook
+def test_a_dispute_records_every_kind_of_case_in_the_course(tmp_path):
+    """Disputes of real submissions cover each kind of case: exact (12.3: a value compared with the reference), a
+    saved file the judge decides (12.4: a plan run in the course's executor), a student process the judge starts
+    (12.1: grad run again where autograd cannot run; 12.5: train run again), and a measured case (8.4: the
+    kernel timed by the grader, its speed-up in the record). Lab 12's four tasks are run again together."""
+    examples = REPO / "grader" / "examples"
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("COURSE_REFERENCE_DIR", "COURSE_TERM_FILE")}
+    run = lambda *args: subprocess.run([sys.executable, "-m", "grader", *args], env=env, cwd=REPO,  # noqa: E731
+                                       capture_output=True, text=True, timeout=1800)
+    done = run("grade", str(examples / "lab12" / "fan_out_overwritten.ipynb"), str(examples / "lab8" / "in_place_reuse"),
+               "--out", str(out), "--no-progress")
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    names = {json.loads((f / "grading.json").read_text())["result"]["lab"]: f.name for f in out.iterdir()
+             if (f / "grading.json").is_file()}
+    done = run("dispute", str(out), names["lab12"], "12.1", "12.3", "12.4", "12.5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = {json.loads(p.read_text())["task"]: json.loads(p.read_text())
+               for p in (out / names["lab12"] / "disputes").glob("*.json")}
+    assert sorted(records) == ["12.1", "12.3", "12.4", "12.5"]
+    for task, found in records.items():
+        assert found["verdict"] == "stands", (task, found["original"]["points"], [r["points"] for r in found["runs"]])
+        assert found["grader_version"] and len(found["runs"]) == 2
+        for row in [*found["original"]["cases"], *(c for r in found["runs"] for c in r["cases"])]:
+            assert row["input"] and row["verdict"] in ("passed", "failed"), (task, row)
+            assert row["points"] is not None and row["max_points"] > 0
+    # 12.1: the two cases the mistake fails (a value read twice) fail in every run, the others pass
+    failing = {row["case"] for row in records["12.1"]["runs"][0]["cases"] if row["verdict"] == "failed"}
+    assert failing == {"residual MLP (a tensor read twice)", "one weight used by two layers"}
+    assert all(row["value"] is not None for row in records["12.3"]["runs"][1]["cases"])  # exact: what it returned
+    done = run("dispute", str(out), names["lab8"], "8.4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    [measured] = [json.loads(p.read_text()) for p in (out / names["lab8"] / "disputes").glob("8.4-*.json")]
+    timed = [row for run_record in [measured["original"], *measured["runs"]] for row in run_record["cases"]
+             if row["measured"]]
+    assert len(timed) == 3 and all(row["measured"]["speedup"] > 3 and row["measured"]["naive_s"] > 0 for row in timed)

@@ -72,10 +72,10 @@ def find_submission(out: Path, who: str, lab: Lab, settings: Settings) -> tuple[
                        f"{known or 'none'}); name a submission's folder, or a student of the roster")
 
 
-def _only(lab: Lab, task_id: str) -> Lab:
-    """``lab`` with the hidden cases of ``task_id`` alone (the notebook still runs whole: it defines them)."""
+def _only(lab: Lab, task_ids: list[str]) -> Lab:
+    """``lab`` with the hidden cases of ``task_ids`` alone (the notebook still runs whole: it defines them)."""
     def keep(task: Task) -> Task:
-        return task if task.id == task_id else replace(task, cases=(), hidden_points=0.0)
+        return task if task.id in task_ids else replace(task, cases=(), hidden_points=0.0)
 
     return replace(lab, tasks=tuple(keep(t) for t in lab.tasks))
 
@@ -109,50 +109,66 @@ def _original(folder: Path, task: Task, lab: Lab) -> dict[str, Any]:
             "cases": _cases_of(task, lab, read("cases.json"), read("facts.json"), checks)}
 
 
-def _rerun(source: Path, lab: Lab, task: Task, limits: Limits, sandbox: bool | None) -> dict[str, Any]:
+def _rerun(source: Path, lab: Lab, tasks: list[Task], limits: Limits, sandbox: bool | None) -> dict[str, Any]:
+    """One run of the notebook and of ``tasks``' hidden cases: task id -> its points, cases and the run's time."""
     nb = notebook.read(source, limits.notebook_size)
     start = time.monotonic()
-    run = run_notebook(nb, _only(lab, task.id), limits=limits, sandbox=sandbox, source_dir=source.parent)
-    [task_result] = [t for t in score(lab, references.load(lab), run.answers, run.cases, run.execution,
-                                      run.verdicts) if t.task_id == task.id]
-    checks = {c.name: {"status": c.status, "score": c.score, "max_score": c.max_score, "message": c.message}
-              for c in task_result.checks}
-    cases = [row for row in _cases_of(task, lab, run.cases, run.facts, checks)]
-    return {"points": task_result.score, "max_points": task_result.max_score, "execution": run.execution.status,
-            "seconds": round(time.monotonic() - start, 2), "cases": cases}
+    ids = [task.id for task in tasks]
+    run = run_notebook(nb, _only(lab, ids), limits=limits, sandbox=sandbox, source_dir=source.parent)
+    seconds = round(time.monotonic() - start, 2)
+    scored = {t.task_id: t for t in score(lab, references.load(lab), run.answers, run.cases, run.execution,
+                                          run.verdicts) if t.task_id in ids}
+    out = {}
+    for task in tasks:
+        checks = {c.name: {"status": c.status, "score": c.score, "max_score": c.max_score, "message": c.message}
+                  for c in scored[task.id].checks}
+        out[task.id] = {"points": scored[task.id].score, "max_points": scored[task.id].max_score,
+                        "execution": run.execution.status, "seconds": seconds,
+                        "cases": _cases_of(task, lab, run.cases, run.facts, checks)}
+    return out
 
 
-def dispute(out: Path, who: str, task_id: str, *, settings: Settings | None = None, limits: Limits | None = None,
-            sandbox: bool | None = None, runs: int = RUNS) -> tuple[Path, dict[str, Any]]:
-    """Run task ``task_id`` of ``who``'s submission again ``runs`` times; write and return its record."""
+def dispute(out: Path, who: str, task_ids: str | list[str], *, settings: Settings | None = None,
+            limits: Limits | None = None, sandbox: bool | None = None,
+            runs: int = RUNS) -> list[tuple[Path, dict[str, Any]]]:
+    """Run tasks ``task_ids`` (of one lab) of ``who``'s submission again ``runs`` times, all in the same runs;
+    write and return one record per task."""
+    task_ids = [task_ids] if isinstance(task_ids, str) else list(task_ids)
     settings = settings or Settings.load(out)
     use_term(settings.term)  # the inputs and references the class was graded with
     try:
-        lab, _ = find_task(task_id)
+        found_labs = {find_task(task_id)[0].name: find_task(task_id)[0] for task_id in task_ids}
     except KeyError as exc:
         raise DisputeError(str(exc).strip("'\"")) from None
+    if len(found_labs) != 1:
+        raise DisputeError(f"tasks {', '.join(task_ids)} belong to {len(found_labs)} labs; dispute one lab's at a time")
+    [lab] = found_labs.values()
     name, record = find_submission(out, who, lab, settings)
     graded_as = lab.as_of(record.result.release) if record.result.release else lab
-    task = graded_as.task(task_id)
+    tasks = [graded_as.task(task_id) for task_id in dict.fromkeys(task_ids)]
     source = Path(record.source or record.result.submission)
     if not source.exists():
         raise DisputeError(f"the submission {source} is no longer where it was graded from; put it back to re-run it")
     folder = out / name
-    found = {"student": name, "lab": lab.name, "task": task_id, "title": task.title,
-             "grader_version": __version__, "disputed": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "source": str(source), "original": _original(folder, task, graded_as), "runs": []}
+    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    reruns = []
     for index in range(runs):
-        print(f"dispute: {name} task {task_id}: run {index + 1} of {runs} (the notebook, then this task's cases)...",
-              file=sys.stderr, flush=True)
-        found["runs"].append(_rerun(source, graded_as, task, limits or Limits(), sandbox))
-    points = {found["original"]["points"], *(run["points"] for run in found["runs"])}
-    found["verdict"] = "stands" if len(points) == 1 else "differs"
-    stamp = found["disputed"].replace(":", "").replace("-", "")
-    path = folder / FOLDER / f"{task_id}-{stamp}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_text(path, json.dumps(json_value(found), indent=1, sort_keys=True) + "\n")
-    files.write_text(path.with_suffix(".md"), render(found))
-    return path, found
+        print(f"dispute: {name} tasks {', '.join(t.id for t in tasks)}: run {index + 1} of {runs} (the notebook, "
+              "then these tasks' cases)...", file=sys.stderr, flush=True)
+        reruns.append(_rerun(source, graded_as, tasks, limits or Limits(), sandbox))
+    written = []
+    for task in tasks:
+        found = {"student": name, "lab": lab.name, "task": task.id, "title": task.title,
+                 "grader_version": __version__, "disputed": when, "source": str(source),
+                 "original": _original(folder, task, graded_as), "runs": [rerun[task.id] for rerun in reruns]}
+        points = {found["original"]["points"], *(run["points"] for run in found["runs"])}
+        found["verdict"] = "stands" if len(points) == 1 else "differs"
+        path = folder / FOLDER / f"{task.id}-{when.replace(':', '').replace('-', '')}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_text(path, json.dumps(json_value(found), indent=1, sort_keys=True) + "\n")
+        files.write_text(path.with_suffix(".md"), render(found))
+        written.append((path, found))
+    return written
 
 
 def render(found: dict[str, Any]) -> str:
@@ -196,19 +212,24 @@ def decide(out: Path, name: str, task_id: str, points: float, reason: str, recor
     return path
 
 
-def main(*, out: Path, who: str, task_id: str, decide_points: float | None = None, reason: str | None = None,
+def main(*, out: Path, who: str, task_ids: list[str], decide_points: float | None = None, reason: str | None = None,
          limits: Limits | None = None, sandbox: bool | None = None) -> int:
     """``python -m grader dispute``: 0 when it ran (whatever the verdict), 1 when it could not."""
     settings = Settings.load(out)
+    if decide_points is not None and len(task_ids) != 1:
+        print("dispute: --decide gives one task's points: name one task", file=sys.stderr)
+        return 1
     try:
-        path, found = dispute(out, who, task_id, settings=settings, limits=limits, sandbox=sandbox)
+        written = dispute(out, who, task_ids, settings=settings, limits=limits, sandbox=sandbox)
     except (DisputeError, FileNotFoundError, ValueError) as exc:
         print(f"dispute: {exc}", file=sys.stderr)
         return 1
-    print(render(found).split("\n\n")[2])
-    print(f"dispute: the record is {path} (and {path.with_suffix('.md').name} beside it)")
+    for path, found in written:
+        print(render(found).split("\n\n")[2])
+        print(f"dispute: the record is {path} (and {path.with_suffix('.md').name} beside it)")
     if decide_points is not None:
-        overrides = decide(out, found["student"], task_id, decide_points, reason or "decided after a dispute",
+        [(path, found)] = written
+        overrides = decide(out, found["student"], found["task"], decide_points, reason or "decided after a dispute",
                            path, settings)
         print(f"dispute: the decision ({decide_points:g} points) is in {overrides}; `python -m grader report --out {out}` "
               "applies it to the gradebook and the student's feedback")
