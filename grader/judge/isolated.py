@@ -264,7 +264,9 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
 def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
           sandbox: bool | None = None, reveal: tuple[Path, ...] = ()) -> list[list[str]]:
     """Problems per case (empty: passed) for ``cases``, each ``{"check": "module:function", "spec":
-    ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
+    ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``, and
+    optionally ``"returned"``: what the case returned in the kernel, for a check that takes it
+    (:mod:`grader.judge.worker`).
 
     ``timeout`` bounds each case (the run's ``Deadlines.judge``); ``limits`` bounds the judge's memory
     and processes (and each student process's it starts); ``reveal`` lists the grader-only files it

@@ -39,7 +39,9 @@ print(json.dumps([problems for problems in found]))
 def save_case(lab_name: str, task_id: str, case_id: str, function: Callable, folder: Path,
               spec: Mapping[str, Any] | None = None) -> tuple[dict, bytes, Any]:
     """Run ``task_id``'s case ``case_id`` (or ``spec``) on ``function`` as a graded kernel does (the task's
-    ``run_case``, answers in ``folder``): ``(spec, the bytes it saved, what run_case returned)``."""
+    ``run_case``, answers in ``folder``): ``(spec, the bytes it saved, what run_case returned, as JSON holds it)``."""
+    from util.answers import to_jsonable
+
     lab = labs.get_lab(lab_name)
     task = lab.task(task_id)
     if spec is None:
@@ -47,7 +49,7 @@ def save_case(lab_name: str, task_id: str, case_id: str, function: Callable, fol
     previous = os.environ.get(OUTPUT_DIR_ENV)
     os.environ[OUTPUT_DIR_ENV] = str(folder)
     try:
-        value = task.run_case(function, with_files(lab, spec))
+        value = to_jsonable(task.run_case(function, with_files(lab, spec)))
         [path] = list(files_dir(lab_name).glob(case_stem(with_files(lab, spec)) + "*"))
         data = path.read_bytes()
         path.unlink()
@@ -59,9 +61,10 @@ def save_case(lab_name: str, task_id: str, case_id: str, function: Callable, fol
     return dict(spec), data, value
 
 
-def judge_files(lab_name: str, saved: Mapping[str, tuple[str, Mapping[str, Any], bytes]], folder: Path, *,
+def judge_files(lab_name: str, saved: Mapping[str, tuple], folder: Path, *,
                 as_user: bool = False, timeout: int = 300) -> dict[str, list[str]]:
-    """Name -> the problems the grader's judge process finds in each ``(task id, spec, bytes)`` of ``saved``,
+    """Name -> the problems the grader's judge process finds in each ``(task id, spec, bytes)`` of ``saved`` (or
+    ``(task id, spec, bytes, returned)``: what the case returned in the kernel, passed on as the grader does),
     judged in one run of :func:`grader.judge.isolated.judge` (``as_user``: by a grader run as the unprivileged
     user of ``tests/test_unprivileged.py``)."""
     from grader.judge.isolated import judge
@@ -71,12 +74,13 @@ def judge_files(lab_name: str, saved: Mapping[str, tuple[str, Mapping[str, Any],
     shutil.rmtree(files, ignore_errors=True)
     files.mkdir(parents=True)
     jobs = []
-    for index, (task_id, spec, data) in enumerate(saved.values()):
+    for index, (task_id, spec, data, *returned) in enumerate(saved.values()):
         task = lab.task(task_id)
         path = files / f"case{index}.bin"
         path.write_bytes(data)
         jobs.append({"check": task.grader_check, "spec": dict(spec), "file": str(path),
-                     "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
+                     "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol},
+                     **({"returned": json.loads(json.dumps(returned[0]))} if returned else {})})
     for path in [folder, files, *files.iterdir()]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     if not as_user:
