@@ -202,3 +202,13 @@ def test_the_judge_says_what_to_do(solution, tmp_path):
                               "step, all in the channels whose accumulator sits at a rounding tie")
     spec, data, _ = save_case("lab9", "9.3", CASES[1], solution["run_integer"], tmp_path)
     assert judge.check_integer(spec, data) == []
+
+
+def test_the_float_set_judge_binds_the_count_the_case_returned():
+    """Class 1: 9.6's case returns the size of the list it saves (compared with the reference); the judge requires
+    the two to agree (a list saved for the judge, another size reported beside it, fails before any quantisation)."""
+    import json
+
+    spec = LAB.task("9.6").cases[0].spec
+    [problem] = judge.check_float_set(spec, json.dumps(["/conv1/Conv"]).encode(), returned={"nodes": 2})
+    assert problem.startswith("this case returned {'nodes': 2}, but the list it saved has 1 node(s)")
