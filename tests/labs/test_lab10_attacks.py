@@ -1,4 +1,4 @@
-"""Lab 10's judges against students who read them (issue 36), each attack beside a control that plays the same
+"""Lab 10's judges against students who read them, each attack beside a control that plays the same
 wrong answer straight.
 
 Task 10.5 asks for greedy decoding with a KV cache: the prompt fed once, then one token per step. The tokens and

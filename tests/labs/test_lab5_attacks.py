@@ -1,4 +1,4 @@
-"""Lab 5's judges against students who read them (issue 36), each attack beside a control that plays a wrong
+"""Lab 5's judges against students who read them, each attack beside a control that plays a wrong
 answer straight.
 
 Class 5, a required method that leaves no trace in the output. Task 5.1 asks for the fold in float64 (stored in

@@ -1,4 +1,4 @@
-"""Lab 6's judges against students who read them (issue 36): what they enforce, and the one class they cannot.
+"""Lab 6's judges against students who read them: what they enforce, and the one class they cannot.
 
 Class 3, evaluation on data the student's code can read. Task 6.3's judge replays the student's search in a
 student process and serves (and counts) every evaluation of its error function, so a search that needs more than

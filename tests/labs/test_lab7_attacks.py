@@ -1,4 +1,4 @@
-"""Lab 7's judges against students who read them (issue 36), each attack beside a control that plays the same
+"""Lab 7's judges against students who read them, each attack beside a control that plays the same
 wrong answer straight.
 
 Class 1, a rule kept in state the student's code shares. Tasks 7.2 and 7.3 are graded twice: the counts their

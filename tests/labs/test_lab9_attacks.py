@@ -1,4 +1,4 @@
-"""Lab 9's judges against students who read them (issue 36), each attack beside a control that plays the same
+"""Lab 9's judges against students who read them, each attack beside a control that plays the same
 wrong answer straight.
 
 Class 5, a required method that leaves no trace in the output. Task 9.3 asks for integer-only inference and
