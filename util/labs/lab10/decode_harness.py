@@ -88,18 +88,25 @@ def served_model(channel: Channel, config: dict):
 
 
 def serve(channel: Channel) -> None:
-    """``{"decode": {"config", "prompt", "new"}}`` + the pickled ``generate``: run ``generate(model, prompt, new,
-    use_cache=True)`` on the served model, answering nothing itself; then send ``{"result": {"tokens": shape,
-    "cache": [[k shape, v shape], ...]}}`` + the tokens (int64) and the cache (float32), or ``{"raised": message}``."""
-    try:
-        header, data, _ = channel.receive()
-    except ChannelError:
-        return
-    import cloudpickle
+    """For each ``{"decode": {"config", "prompt", "new"}}`` + the pickled ``generate`` (one per hidden case, until
+    the judge closes the socket): run ``generate(model, prompt, new, use_cache=True)`` on a served model of that
+    config, answering nothing itself; then send ``{"result": {"tokens": shape, "cache": [[k shape, v shape], ...]}}``
+    + the tokens (int64) and the cache (float32), or ``{"raised": message}``."""
     import torch
 
     torch.set_num_threads(1)
-    request = header["decode"]
+    while True:
+        try:
+            header, data, _ = channel.receive()
+        except ChannelError:
+            return
+        _decode(channel, header["decode"], data)
+
+
+def _decode(channel: Channel, request: dict, data: bytes) -> None:
+    import cloudpickle
+    import torch
+
     try:
         generate = cloudpickle.loads(data)
         model = served_model(channel, request["config"])

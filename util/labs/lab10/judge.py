@@ -354,6 +354,34 @@ def _replayed(body: bytes, result: Any, cfg) -> tuple[dict | None, str]:
     return arrays, ""
 
 
+_REPLAYER: dict[str, Any] = {}
+"""The student process replaying this notebook's ``generate`` (by the SHA-256 of its pickle) and when it started,
+kept for the notebook's next case: a judge process judges one notebook's cases in turn, and starting Python and
+torch again costs seconds a case. Nothing carries over that could help a case: each gets its own model, prompt,
+records and count of rows."""
+REPLAYER_AGE = 45.0
+"""Seconds after which the next case starts a fresh student process (the grader ends one at the judge's deadline,
+120 s from its start): a case never runs in a process that may be ended under it."""
+
+
+def _replayer(pickled: bytes):
+    """``(student process, reused)`` for replaying ``pickled`` (``util.labs.lab10.decode_harness``)."""
+    import hashlib
+    import time
+
+    from util.student_process import StudentProcess
+
+    key = hashlib.sha256(pickled).hexdigest()
+    if key in _REPLAYER and time.monotonic() - _REPLAYER[key][1] < REPLAYER_AGE:
+        return _REPLAYER[key][0], True
+    for old, _ in _REPLAYER.values():
+        old.close()
+    _REPLAYER.clear()
+    _REPLAYER[key] = (StudentProcess.start("util.labs.lab10.decode_harness:serve", max_data=1 << 26, seconds=120),
+                      time.monotonic())
+    return _REPLAYER[key][0], False
+
+
 REPLAY_SEED = 1_005_000
 """Added to a case's seed: the model and prompt of the grader's replay of 10.5 (never shown to a notebook)."""
 REPLAY = "replayed by the grader on a model and prompt of its own, "
@@ -367,26 +395,37 @@ def _replay_problems(spec: Mapping[str, Any], cfg, pickled: bytes) -> list[str]:
 
     from util.labs.lab10 import judge_measure as measure
     from util.labs.lab10.gpt import prompt_ids, seeded_gpt
-    from util.student_process import ChannelError, StudentProcess
+    from util.student_process import ChannelError
 
     batch, prompt_length, new = spec["batch"], spec["prompt"], spec["new"]
     seed = int(spec["seed"]) + REPLAY_SEED
     model = seeded_gpt(cfg, seed)
     prompt = prompt_ids(cfg, prompt_length, seed, batch)
     expected, _ = measure.greedy_uncached(model, prompt, new)
-    served = _Served(model, cfg, budget=64 * batch * (prompt_length + new) * (len(model.blocks) * 6 + 3))
-    try:
-        with StudentProcess.start("util.labs.lab10.decode_harness:serve", max_data=1 << 26, seconds=110) as student:
-            student.send({"decode": {"config": dict(spec["config"]), "prompt": prompt.tolist(), "new": new}},
-                         data=pickled)
+    request = {"decode": {"config": dict(spec["config"]), "prompt": prompt.tolist(), "new": new}}
+    for attempt in range(2):
+        served = _Served(model, cfg, budget=64 * batch * (prompt_length + new) * (len(model.blocks) * 6 + 3))
+        student, reused = _replayer(pickled)
+        heard = False
+        try:
+            student.send(request, data=pickled)
             while True:
                 reply, body = student.receive(timeout=100)
+                heard = True
                 if "call" in reply:
                     student.send(*served.serve(reply, body))
                     continue
                 break
-    except ChannelError as exc:
-        return [f"the grader's replay of generate failed: {exc}"]
+        except ChannelError as exc:
+            _REPLAYER.clear()
+            student.close()
+            if reused and not heard and attempt == 0:   # the kept process had ended (its deadline): start one
+                continue
+            return [f"the grader's replay of generate failed: {exc}"]
+        if "result" not in reply:                      # raised: start afresh for the next case
+            _REPLAYER.clear()
+            student.close()
+        break
     stream = torch.cat([prompt, expected[:, :-1]], dim=1)
     steps = _step_problems(served.arrays(), stream.numpy(), served.linears, cfg, batch, prompt_length, new)
     if "result" not in reply:
