@@ -72,6 +72,22 @@ def test_cases_that_failed_in_the_kernel_are_not_judged_again(tmp_path, tiny):
     assert set(found) == {"good", "absent"}
 
 
+def test_a_check_that_takes_returned_gets_what_each_case_returned_in_the_kernel(tmp_path, tiny):
+    """A summary the kernel computed beside the student's code (what the grader compares with the reference) can
+    be bound to the file judged: the check receives it as ``returned``; a check without the argument never does."""
+    the_lab = lab("lab900.judge:check_returned", names=("good", "short", "after"))
+    kernel = records(the_lab)
+    kernel["900.1"]["good"]["value"] = {"bytes": 4}            # the truth about b"1234"
+    kernel["900.1"]["short"]["value"] = {"bytes": 4}           # a lie: b"12" holds 2
+    kernel["900.1"]["after"] = {"status": "ok"}                # no value at all
+    found = artifacts.verdicts(the_lab, kernel, saved(the_lab, tmp_path / "files"), limits=LIMITS)["900.1"]
+    assert found == {"good": [], "short": ["the case returned {'bytes': 4}; its file holds 2 bytes"],
+                     "after": ["the case returned None; its file holds 4 bytes"]}
+    plain = artifacts.verdicts(lab(names=("good",)), kernel, saved(lab(names=("good",)), tmp_path / "plain"),
+                               limits=LIMITS)["900.1"]
+    assert plain == {"good": []}                               # check_size(spec, data, tolerance): unchanged
+
+
 def test_a_bad_check_name_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="names no function"):
         artifacts.verdicts(lab("grader.nothing:here"), records(lab()), {}, limits=LIMITS)

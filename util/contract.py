@@ -132,7 +132,11 @@ class Task:
 
     For answers JSON cannot hold (an ONNX model): ``run_case`` saves the file with
     ``util.artifacts.save_model`` and the check, ``check(spec, data, tolerance) -> [problems]``,
-    judges its bytes; a case passes only when the list is empty. It runs in a judge process
+    judges its bytes; a case passes only when the list is empty. A check that also takes ``returned``
+    (``check(spec, data, tolerance, returned=None)``) receives what ``run_case`` returned in the kernel
+    (untrusted JSON, compared with the reference afterwards): where that value is a summary of the saved
+    file (counts of a model), the check recomputes it from the file and fails the case when they differ,
+    so a summary computed beside the student's code cannot stand for another file than the one judged. It runs in a judge process
     confined like a kernel (sandbox, unprivileged user, the submission's memory and process
     limits, a deadline per case: ``Lab.judge_timeout``; ``grader/judge/isolated.py``), which may start
     processes of its own; a check that raises, crashes or overruns fails only its case."""

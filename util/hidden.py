@@ -56,9 +56,11 @@ def _decoded(value: Any) -> Any:
 
 
 def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str,
-              cases: Mapping[str, list[list[Any]]]) -> None:
+              cases: Mapping[str, list[list[Any]]], release: int | None = None) -> None:
     """Run the hidden cases ``cases`` (task id -> ``[[case id, spec], ...]``, as the grader wrote them into
-    the cell) on the functions in ``namespace``; record results in ``path``.
+    the cell) on the functions in ``namespace``; record results in ``path``. ``release``: the lab release
+    the notebook is graded as, whose declaration of each task (its function, its ``run_case``) is used
+    (``Lab.as_of``: a task a later release redeclared is called as the notebook's release declared it).
 
     Each record is ``{"status": "ok"|"error"|"missing", "value"?, "message"?, "seconds"}`` keyed by
     task id then case id.
@@ -67,6 +69,7 @@ def run_cases(lab_name: str, namespace: Mapping[str, Any], path: str,
     from util.labs import get_lab
 
     lab = get_lab(lab_name)
+    lab = lab if release is None else lab.as_of(int(release))
     out_path = Path(path)
     records: dict[str, dict[str, Any]] = {}
     for task in lab.tasks:
@@ -180,8 +183,9 @@ def case_specs(lab: Any) -> dict[str, list[list[Any]]]:
             for task in lab.tasks if task.cases}
 
 
-def cell_source(lab_name: str, path: Path, cases: Mapping[str, list[list[Any]]]) -> str:
-    """The code of the cell the grader appends to a notebook: :func:`run_cases` with ``cases`` written in."""
+def cell_source(lab_name: str, path: Path, cases: Mapping[str, list[list[Any]]], release: int | None = None) -> str:
+    """The code of the cell the grader appends to a notebook: :func:`run_cases` with ``cases`` (and the release the
+    notebook is graded as) written in."""
     return ("import json as _course_json, util.hidden as _course_hidden\n"
             f"_course_hidden.run_cases({lab_name!r}, globals(), {str(path)!r}, "
-            f"_course_json.loads({json.dumps(cases)!r}))")
+            f"_course_json.loads({json.dumps(cases)!r}), release={release!r})")

@@ -98,7 +98,8 @@ def run_notebook(nb: nbformat.NotebookNode, lab: Lab, *, limits: Limits | None =
         try:
             execution = execute(
                 nb, work, kernel_env(answers_dir), deadlines=deadlines,
-                extra_cells=(cell_source(lab.name, cases_path, case_specs(lab)),) if any(t.cases for t in lab.tasks) else (),
+                extra_cells=(cell_source(lab.name, cases_path, case_specs(lab), lab.release),)
+                if any(t.cases for t in lab.tasks) else (),
                 limits=limits, sandbox=sandboxed)
         except Exception as exc:  # a grader bug while running: what was exported before still counts
             execution = Execution("crash", 0.0, (), f"{GRADER_FAULT} run this notebook to the end ({type(exc).__name__}: "

@@ -233,6 +233,9 @@ def judged(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | Ma
 
     Only cases whose kernel record is ``ok`` are judged (:func:`declared`); the others already failed in
     the kernel. A case whose file broke a bound (:func:`list_files`) fails with the reason, unjudged.
+    Each job carries what the case returned in the kernel (its record's ``value``, compared with the
+    reference afterwards): a check that takes a ``returned`` argument can require it to be what the saved
+    file holds, so a value computed beside the student's code cannot differ from the file judged.
     The checks run in a confined judge process (:func:`grader.judge.isolated.judge`), all of this
     notebook's in one (restarted after a case that kills it), each case under ``deadlines.judge``
     (default: the lab's, :meth:`grader.core.limits.Deadlines.resolve`).
@@ -256,7 +259,8 @@ def judged(lab: Lab, cases: Mapping[str, Mapping[str, Any]], files: Listing | Ma
                 out[task.id][case.id] = Judged([saved.reason])
             else:
                 jobs.append({"check": task.grader_check, "spec": spec, "file": str(saved.path),
-                             "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol}})
+                             "tolerance": {"rtol": task.tolerance.rtol, "atol": task.tolerance.atol},
+                             "returned": cases[task.id][case.id].get("value")})
                 where.append((task.id, case.id))
                 folders.add(saved.path.parent)
     if jobs:

@@ -285,7 +285,9 @@ def judge(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limi
 def judge_all(cases: list[Mapping[str, Any]], files_dir: Path, *, timeout: int, limits: Limits | None = None,
               sandbox: bool | None = None, reveal: tuple[Path, ...] = ()) -> list[Judged]:
     """A :class:`Judged` per case (no problems: passed) for ``cases``, each ``{"check": "module:function", "spec":
-    ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``.
+    ..., "tolerance": {"rtol": ..., "atol": ...}, "file": path}`` with ``file`` inside ``files_dir``, and
+    optionally ``"returned"``: what the case returned in the kernel, for a check that takes it
+    (:mod:`grader.judge.worker`).
 
     ``timeout`` bounds each case (the run's ``Deadlines.judge``); ``limits`` bounds the judge's memory
     and processes (and each student process's it starts); ``reveal`` lists the grader-only files it

@@ -3,7 +3,9 @@
 :mod:`grader.judge.isolated` runs this file's source with ``python -c`` inside the sandbox (where
 ``grader/`` is not visible: it imports only the standard library and ``util``). It reads one JSON
 line from stdin, ``{"cases": [{"check": "module:function", "spec": {...}, "tolerance": {...},
-"file": path}, ...]}``, and for each case calls ``check(spec, data, tolerance)`` on the file's bytes,
+"file": path, "returned": value}, ...]}``, and for each case calls ``check(spec, data, tolerance)`` on the
+file's bytes (``check(spec, data, tolerance, returned=value)`` when the check takes a ``returned`` argument:
+what the case returned in the kernel, untrusted JSON),
 writing two JSON lines to its protocol stream: ``{"start": i}`` before and ``{"done": i, "problems":
 [...], "facts": {...}}`` after (at most :data:`MAX_PROBLEMS` problems of :data:`MAX_TEXT` characters). A
 check returns its problems, or ``(problems, facts)``: what the grader measured on the way (a speed-up, the
@@ -13,6 +15,7 @@ check prints goes to stderr, never into the protocol. A check that raises is a p
 case; a check that crashes, hangs or bloats the process is the grader's to notice.
 """
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -62,7 +65,8 @@ def main() -> None:
             check = getattr(importlib.import_module(module), name)
             with open(case["file"], "rb") as handle:
                 data = handle.read()
-            found = check(case["spec"], data, Tolerance(**case["tolerance"]))
+            extra = {"returned": case.get("returned")} if "returned" in inspect.signature(check).parameters else {}
+            found = check(case["spec"], data, Tolerance(**case["tolerance"]), **extra)
             facts = {}
             if isinstance(found, tuple) and len(found) == 2 and isinstance(found[1], dict):
                 found, facts = found

@@ -12,16 +12,20 @@ import torch
 
 from grader.author.build import SOLUTIONS
 from grader.author.solution import solution_namespace
+from grader.execute import confinement
 from grader.judge import artifacts
 from grader.judge import references as course_references
+from grader.judge.isolated import serving
 from util.answers import OUTPUT_DIR_ENV
 from util.artifacts import case_file, case_stem, files_dir
 from util.labs import get_lab
 from util.labs.lab10 import judge
 from util.labs.lab10 import judge_measure as measure
 from util.labs.lab10.gpt import GPTConfig, prompt_ids, seeded_gpt
+from util.labs.lab10.recorder import StepRecorder
 
 LAB = get_lab("lab10")
+walls = pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 
 
 @pytest.fixture(scope="module")
@@ -127,25 +131,28 @@ def test_params_judge_on_a_dict_with_other_keys():
 CASES_10_5 = [c.id for c in LAB.task("10.5").cases]
 
 
+@walls
 def test_decoding_judge_accepts_the_solution_at_one_and_two_threads(solution, saved):
     records = {}
-    for threads in (1, 2):
-        torch.set_num_threads(threads)
-        try:
-            for case_id in CASES_10_5:
-                record, data = saved("10.5", case_id, solution["generate"])
-                assert _check("10.5", case_id, data) == [], (threads, case_id)
-                records[threads, case_id] = record
-        finally:
-            torch.set_num_threads(1)
+    with serving():                               # the judge's replay asks this process for student processes
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            try:
+                for case_id in CASES_10_5:
+                    record, data = saved("10.5", case_id, solution["generate"])
+                    assert _check("10.5", case_id, data) == [], (threads, case_id)
+                    records[threads, case_id] = record
+            finally:
+                torch.set_num_threads(1)
     refs = course_references.load(LAB)["cases"]["10.5"]
     assert all(records[threads, case_id] == refs[case_id] for threads, case_id in records)
 
 
 def test_every_case_chooses_each_token_by_a_clear_margin():
-    """Identity of cached and uncached decoding is not vacuous: every token of every case (and of the
-    answer) wins by at least 100 times the difference between cached and uncached logits."""
+    """Identity of cached and uncached decoding is not vacuous: every token of every case (of the answer, and of
+    the grader's replay of each case) wins by at least 100 times the difference between cached and uncached logits."""
     specs = [c.spec for c in LAB.task("10.5").cases] + [{"config": {}, "prompt": 8, "new": 48, "seed": 6, "batch": 1}]
+    specs += [{**c.spec, "seed": c.spec["seed"] + judge.REPLAY_SEED} for c in LAB.task("10.5").cases]  # the replays'
     for spec in specs:
         cfg = GPTConfig.from_dict(spec["config"])
         model, prompt = seeded_gpt(cfg, spec["seed"]), prompt_ids(cfg, spec["prompt"], spec["seed"], spec["batch"])
@@ -184,9 +191,10 @@ def _generate_variant(solution, kind):
     return generate
 
 
+@walls
 def test_decoding_judge_sees_a_recomputing_decoding_whatever_the_kernel_counts(solution, saved, monkeypatch):
-    """Same tokens, a right cache, FlopCounterMode patched in the kernel to report nothing: still failed,
-    from what the hooks saw each step feed the model (the saved file holds no count)."""
+    """Same tokens, a right cache, FlopCounterMode patched in the kernel to report nothing: still failed, from what
+    the grader's replay fed the model it serves (the saved file holds no count and no step)."""
     import torch.utils.flop_counter as flop_counter
 
     class Silent(flop_counter.FlopCounterMode):
@@ -196,15 +204,17 @@ def test_decoding_judge_sees_a_recomputing_decoding_whatever_the_kernel_counts(s
     with monkeypatch.context() as kernel:        # patched while the case runs, as a notebook could
         kernel.setattr(flop_counter, "FlopCounterMode", Silent)
         _, data = saved("10.5", "a one-token prompt", _generate_variant(solution, "recompute"))
-    [problem] = _check("10.5", "a one-token prompt", data)
-    assert problem.startswith("the decoding fed the model 24 steps of 1, 2, 3, 4, 5, 6, ... tokens; with a cache it "
-                              "feeds the prompt once (1 tokens), then only the newest token, 23 times")
-    assert problem.endswith("those steps cost 15.97 times the MACs of such a decoding")
-    _, data = saved("10.5", "3 layers, d=96", _generate_variant(solution, "token_by_token"))
-    assert _check("10.5", "3 layers, d=96", data)[0].startswith("the decoding fed the model 26 steps of 1, 1, 1")
+    with serving():
+        [problem] = _check("10.5", "a one-token prompt", data)
+        assert problem.startswith(judge.REPLAY + "the decoding fed the model 24 steps of 1, 2, 3, 4, 5, 6, ... tokens; "
+                                  "with a cache it feeds the prompt once (1 tokens), then only the newest token, 23 times")
+        assert problem.endswith("those steps cost 15.97 times the MACs of such a decoding")
+        _, data = saved("10.5", "3 layers, d=96", _generate_variant(solution, "token_by_token"))
+        assert _check("10.5", "3 layers, d=96", data)[0].startswith(judge.REPLAY + "the decoding fed the model 26 steps "
+                                                                   "of 1, 1, 1")
 
 
-def test_decoding_judge_on_wrong_positions_tokens_and_caches(solution, saved):
+def test_decoding_judge_on_wrong_tokens_and_caches(solution, saved):
     record, data = saved("10.5", "MQA, untied head", solution["generate"])
     arrays = dict(np.load(io.BytesIO(data)))
 
@@ -223,6 +233,24 @@ def test_decoding_judge_on_wrong_positions_tokens_and_caches(solution, saved):
         "tokens) computed without a cache"]
     assert "expected [1, 1, 28, 16] (float32)" in judged(v0=arrays["v0"][:, :, :-1])[0]
     assert "(float16)" in judged(k0=arrays["k0"].astype(np.float16))[0]
+    assert judged(generate=np.zeros(3, np.float32))[0].startswith("the saved generate is not the bytes")
+
+
+def test_the_step_records_judge_positions_rows_and_strays(solution):
+    """What the judge requires of the steps it recorded (here recorded by the course's hooks on the solution)."""
+    spec = next(c.spec for c in LAB.task("10.5").cases if c.id == "MQA, untied head")
+    cfg = GPTConfig.from_dict(spec["config"])
+    model, prompt = seeded_gpt(cfg, spec["seed"]), prompt_ids(cfg, spec["prompt"], spec["seed"], spec["batch"])
+    with StepRecorder(model) as steps:
+        tokens, _ = solution["generate"](model, prompt, spec["new"])
+    arrays = steps.arrays()
+    stream = torch.cat([prompt, tokens[:, :-1]], 1).numpy()
+    linears = steps.linears
+
+    def judged(**changes):
+        return judge._step_problems({**arrays, **changes}, stream, linears, cfg, 1, spec["prompt"], spec["new"])
+
+    assert judged() == []
     positions = arrays["positions"].copy()
     positions[5:] = 0                              # every decode step at position 0
     assert judged(positions=positions)[0].startswith("in step 1, model.wpe was given positions from 0 to 0; the "
@@ -232,6 +260,10 @@ def test_decoding_judge_on_wrong_positions_tokens_and_caches(solution, saved):
     assert judged(linear_rows=rows)[0] == ("in step 3, head processed 9 rows; a cached step processes only its 1 new "
                                            "token(s) per sequence (1 rows), once per Linear")
     assert judged(stray_rows=np.array(4))[0].startswith("the model's Linears ran before model.wte was ever called")
+    fed = arrays["fed_ids"].copy()
+    fed[-1] = (fed[-1] + 1) % cfg.vocab
+    assert judged(fed_ids=fed) == ["the ids fed to model.wte are not the prompt followed by the generated tokens, "
+                                   "each once"]
     for hostile in ({"stray_rows": np.array(["4"])}, {"step_lengths": np.ones(24)}, {"stray_rows": np.zeros(3, int)}):
         assert judged(**hostile)[0].startswith("the saved step records are not the integers"), hostile
 
@@ -347,4 +379,5 @@ def test_a_kernel_that_forges_everything_gets_no_judged_case(graded, tmp_path):
     judged = {key: c for key, c in checks.items() if key[1] != "answer"}
     assert len(judged) == 18 and {c.status for c in judged.values()} == {"failed"}
     assert result.score == sum(t.answer_points for t in LAB.tasks) == 22
-    assert judged[("10.5", "a one-token prompt")].message.startswith("the decoding fed the model 24 steps")
+    assert judged[("10.5", "a one-token prompt")].message.startswith(judge.REPLAY + "the decoding fed the model 24 "
+                                                                     "steps")

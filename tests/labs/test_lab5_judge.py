@@ -1,5 +1,6 @@
-"""Lab 5's kernel-side cases and grader-side judges, with PyTorch's own fusers standing in for a correct
-student and small deliberate mistakes for a wrong one (no notebook runs here)."""
+"""Lab 5's kernel-side cases and grader-side judges, with PyTorch's own fusers run in float64 standing in for a
+correct student and small deliberate mistakes for a wrong one (no notebook runs here; the same fusers in float32
+are the attacks of ``test_lab5_attacks.py``)."""
 import copy
 import io
 
@@ -13,9 +14,10 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from util.answers import OUTPUT_DIR_ENV
 from util.artifacts import case_file
+from util.labs import get_lab
 from util.labs.lab5 import judge
-from util.labs.lab5.tasks import LAB
 
+LAB = get_lab("lab5")   # with its hidden cases (tasks.LAB states only their points)
 TASKS = {task.id: task for task in LAB.tasks}
 
 
@@ -40,15 +42,25 @@ def verdict(task_id: str, case_id: str, function):
     return value, check(case.spec, saved(case.spec), task.tolerance)
 
 
+def fold64(conv, bn):
+    """PyTorch's fold computed in float64 (on float64 copies), stored in the conv's dtype: as the lab asks."""
+    return fuse_conv_bn_eval(copy.deepcopy(conv).double(), copy.deepcopy(bn).double()).to(conv.weight.dtype)
+
+
+def fuse64(model):
+    """``torch.fx.experimental.optimization.fuse`` on a float64 copy, stored in float32."""
+    return fuse(copy.deepcopy(model).double()).float()
+
+
 def fold_eps_1e5(conv, bn):
     bn = copy.deepcopy(bn)
     bn.eps = 1e-5
-    return fuse_conv_bn_eval(conv, bn)
+    return fold64(conv, bn)
 
 
 @pytest.mark.parametrize("case", [c.id for c in TASKS["5.1"].cases])
 def test_pytorchs_fold_passes_every_fold_case(case):
-    value, problems = verdict("5.1", case, fuse_conv_bn_eval)
+    value, problems = verdict("5.1", case, fold64)
     assert problems == [] and value["has_bias"] is True and value["dtype"] == "float32"
 
 
@@ -60,7 +72,7 @@ def test_a_fold_with_the_default_eps_fails_only_where_eps_differs():
 
 def test_a_lost_padding_mode_is_named():
     def zeros_padded(conv, bn):
-        fused = fuse_conv_bn_eval(conv, bn)
+        fused = fold64(conv, bn)
         fused.padding_mode = "zeros"
         return fused
 
@@ -77,7 +89,7 @@ COURSE_NET = "course net: a shared conv output, a BN after a pool"
 
 
 def test_pytorchs_fuser_passes_the_course_net_and_its_counts_are_the_reference_rule():
-    value, problems = verdict("5.2", COURSE_NET, fuse)
+    value, problems = verdict("5.2", COURSE_NET, fuse64)
     assert problems == []
     assert value == {"bn_before": 3, "bn_after": 2, "conv": 2, "nodes_before": 13, "nodes_after": 12}
 
@@ -92,7 +104,7 @@ def fold_everything(model):
                 and isinstance(gm.get_submodule(source.target), nn.Conv2d)):
             parent, _, name = source.target.rpartition(".")
             setattr(gm.get_submodule(parent) if parent else gm, name,
-                    fuse_conv_bn_eval(gm.get_submodule(source.target), gm.get_submodule(node.target)))
+                    fold64(gm.get_submodule(source.target), gm.get_submodule(node.target)))
             node.replace_all_uses_with(source)
             gm.graph.erase_node(node)
     gm.recompile()

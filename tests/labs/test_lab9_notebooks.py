@@ -66,8 +66,9 @@ def test_a_kernel_that_forges_every_verdict_gets_no_judged_case(graded, tmp_path
     judged = {key: c.status for key, c in cases.items() if key[0] in JUDGED}
     assert len(judged) == 10 and set(judged.values()) == {"failed"}
     assert {c.status for key, c in cases.items() if key[0] not in JUDGED} == {"passed"}
-    assert cases[("9.6", "an outlier channel after conv1 (K = 500)")].message.startswith("not sufficient")
-    assert "160 of 160 int8 outputs differ" in cases[("9.3", "DigitsCNN's layers end to end")].message
+    assert cases[("9.6", "an outlier channel after conv1 (K = 500)")].message.startswith(
+        "this case returned {'nodes': 2}, but the list it saved has 0 node(s)")   # the forged value, bound to the file
+    assert "returned shape [16, 10]; expected [16, 13]" in cases[("9.3", "DigitsCNN's layers end to end")].message
 
 
 def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):

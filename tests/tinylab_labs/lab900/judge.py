@@ -32,6 +32,13 @@ def check_size(spec, data, tolerance):
     return [] if len(data) >= 4 else [f"only {len(data)} bytes"]
 
 
+def check_returned(spec, data, tolerance, returned=None):
+    """What the case returned in the kernel must be the saved file's size (``{"bytes": n}``)."""
+    if returned != {"bytes": len(data)}:
+        return [f"the case returned {returned!r}; its file holds {len(data)} bytes"]
+    return []
+
+
 def check_student_function(spec, data, tolerance):
     """``f(n) == n * n`` for n = 0..spec["n"], computed by the student's code (the file: its source) in a
     student process; the judge also reports what the grader measured of that process when asked."""

@@ -8,12 +8,16 @@ calls the student's code: it rebuilds the case's model from the spec and measure
   ``FlopCounterMode``'s MACs and the cache tensors' bytes. Feedback names the value that differs and
   the direction, never the grader's figure (the cases are hidden).
 * 10.5: the tokens against the grader's own decoding *without* a cache; the cache's shapes, bytes and
-  values against the keys and values of its own forward; the steps (what the course's hooks saw the
-  model fed) against "the prompt once, then one token at a time"; the MACs of those steps measured
-  with its own ``FlopCounterMode`` on its own cached forward.
+  values against the keys and values of its own forward. Then the student's ``generate`` is replayed in a
+  student process on a model of the judge's own (another seed and prompt) whose Linears and embeddings
+  the judge serves (``decode_harness.py``): the steps it records there (what each call fed the model)
+  against "the prompt once, then one token at a time", the replay's tokens and cache against its own
+  decoding; the MACs of wrong steps measured with its own ``FlopCounterMode`` on its own cached forward.
 * 10.6: the optimized ONNX model's fused operators, counted in the saved model, against what onnxruntime
-  1.31.1 fuses in the course's export (:func:`expected_fusions`), and its outputs (onnxruntime, two
-  sequence lengths) against the PyTorch model's.
+  1.31.1 fuses in the course's export (:func:`expected_fusions`), every node on the way to the logits (a
+  fused operator added beside the graph computes nothing), every operator as often as in the judge's own
+  export and optimization of the same model, and its outputs (onnxruntime, two sequence lengths) against
+  the PyTorch model's.
 """
 from __future__ import annotations
 
@@ -134,8 +138,7 @@ def check_intensity(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) 
 def _decoding_arrays(data: bytes, layers: int) -> tuple[dict | None, list[str]]:
     from util.artifacts import read_saved_arrays
 
-    names = ["tokens", "fed_ids", "step_lengths", "positions", "position_counts", "linear_rows", "stray_rows"]
-    names += [f"{kind}{i}" for i in range(layers) for kind in "kv"]
+    names = ["tokens", "generate"] + [f"{kind}{i}" for i in range(layers) for kind in "kv"]
     return read_saved_arrays(data, expected=names)
 
 
@@ -253,8 +256,196 @@ def _step_problems(arrays: Mapping[str, Any], stream, linears: list[str], cfg, b
     return []
 
 
+class _Served:
+    """The judge's side of a replay of 10.5 (``util.labs.lab10.decode_harness``): it computes every call of a
+    served module with its own model and records, as ``StepRecorder`` would in the kernel, what each step fed
+    the model; the records live here, out of the student's code's reach."""
+
+    def __init__(self, model, cfg, budget: int) -> None:
+        import torch
+
+        self.modules = {name: module for name, module in model.named_modules()
+                        if isinstance(module, (torch.nn.Linear, torch.nn.Embedding))}
+        self.linears = [name for name, module in self.modules.items() if isinstance(module, torch.nn.Linear)]
+        self.column = {name: i for i, name in enumerate(self.linears)}
+        self.ids: list[list[int]] = []
+        self.positions: list[list[int]] = []
+        self.rows: list[list[int]] = []
+        self.stray, self.served, self.budget, self.overrun = 0, 0, budget, False
+
+    def serve(self, header: Mapping[str, Any], body: bytes) -> tuple[dict, bytes]:
+        """The answer to one call (``{"shape": ...}`` + float32 bytes), or ``{"refused": why}``."""
+        import numpy as np
+        import torch
+
+        from util.labs.lab10.decode_harness import MAX_ROWS
+
+        name, shape = header.get("call"), header.get("shape")
+        module = self.modules.get(name) if isinstance(name, str) else None
+        if module is None or not isinstance(shape, list) or not shape or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            return {"refused": f"the model has no served module {str(name)[:60]!r} (or the call's shape is not a list "
+                               "of sizes)"}, b""
+        embedding = isinstance(module, torch.nn.Embedding)
+        count = int(np.prod(shape))
+        rows = count if embedding else count // max(shape[-1], 1)
+        if len(body) != (8 if embedding else 4) * count:
+            return {"refused": f"the call of model.{name} sent {len(body)} bytes for a shape {shape}"}, b""
+        if rows > MAX_ROWS or self.served + rows > self.budget:
+            self.overrun = True
+            return {"refused": f"the decoding fed the model more than {self.budget:,} rows in all, many times what a "
+                               "cached decoding needs; the grader stopped serving it"}, b""
+        if embedding:
+            x = np.frombuffer(body, dtype=np.int64).reshape(shape)
+            if count and not (0 <= x.min() and x.max() < module.num_embeddings):
+                return {"refused": f"model.{name} was given ids outside [0, {module.num_embeddings})"}, b""
+        else:
+            x = np.frombuffer(body, dtype=np.float32).reshape(shape)
+            if shape[-1] != module.in_features:
+                return {"refused": f"model.{name} takes {module.in_features} features; it was given {shape[-1]}"}, b""
+        self.served += rows
+        if name == "wte":
+            self.ids.append([int(i) for i in x.reshape(-1)])
+            self.positions.append([])
+            self.rows.append([0] * len(self.linears))
+        elif name == "wpe":
+            if self.positions:
+                self.positions[-1].extend(int(p) for p in x.reshape(-1))
+        elif self.rows:
+            self.rows[-1][self.column[name]] += rows
+        else:
+            self.stray += rows
+        with torch.no_grad():
+            out = module(torch.from_numpy(x.copy())).numpy().astype(np.float32)
+        return {"shape": list(out.shape)}, out.tobytes()
+
+    def arrays(self) -> dict[str, Any]:
+        """The records in the layout of ``StepRecorder.arrays`` (what :func:`_step_problems` reads)."""
+        import numpy as np
+
+        return {"fed_ids": np.array([i for step in self.ids for i in step], dtype=np.int64),
+                "step_lengths": np.array([len(step) for step in self.ids], dtype=np.int64),
+                "positions": np.array([p for step in self.positions for p in step], dtype=np.int64),
+                "position_counts": np.array([len(step) for step in self.positions], dtype=np.int64),
+                "linear_rows": np.array(self.rows, dtype=np.int64).reshape(len(self.rows), len(self.linears)),
+                "stray_rows": np.array(self.stray, dtype=np.int64)}
+
+
+def _replayed(body: bytes, result: Any, cfg) -> tuple[dict | None, str]:
+    """The tokens and cache a replay sent back (``{"tokens": array, "k0": ..., "v0": ...}``), or why not."""
+    import numpy as np
+
+    if not isinstance(result, dict) or not isinstance(result.get("cache"), list):
+        return None, "the replayed generate sent back no tokens and cache"
+    shapes = [result.get("tokens")] + [shape for pair in result["cache"] if isinstance(pair, list) for shape in pair]
+    if len(result["cache"]) != cfg.n_layer or len(shapes) != 1 + 2 * cfg.n_layer or not all(
+            isinstance(s, list) and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in s)
+            for s in shapes):
+        return None, f"the replayed generate's cache is not {cfg.n_layer} (k, v) pairs of tensors, one per layer"
+    sizes = [int(np.prod(s)) * (8 if i == 0 else 4) for i, s in enumerate(shapes)]
+    if sum(sizes) != len(body):
+        return None, "the replayed generate sent back tokens and a cache of other sizes than it said"
+    arrays, offset = {}, 0
+    names = ["tokens"] + [f"{kind}{i}" for i in range(cfg.n_layer) for kind in "kv"]
+    for name, shape, size in zip(names, shapes, sizes):
+        arrays[name] = np.frombuffer(body[offset:offset + size], dtype=np.int64 if name == "tokens" else np.float32
+                                     ).reshape(shape)
+        offset += size
+    return arrays, ""
+
+
+_REPLAYER: dict[str, Any] = {}
+"""The student process replaying this notebook's ``generate`` (by the SHA-256 of its pickle) and when it started,
+kept for the notebook's next case: a judge process judges one notebook's cases in turn, and starting Python and
+torch again costs seconds a case. Nothing carries over that could help a case: each gets its own model, prompt,
+records and count of rows."""
+REPLAYER_AGE = 45.0
+"""Seconds after which the next case starts a fresh student process (the grader ends one at the judge's deadline,
+120 s from its start): a case never runs in a process that may be ended under it."""
+
+
+def _replayer(pickled: bytes):
+    """``(student process, reused)`` for replaying ``pickled`` (``util.labs.lab10.decode_harness``)."""
+    import hashlib
+    import time
+
+    from util.student_process import StudentProcess
+
+    key = hashlib.sha256(pickled).hexdigest()
+    if key in _REPLAYER and time.monotonic() - _REPLAYER[key][1] < REPLAYER_AGE:
+        return _REPLAYER[key][0], True
+    for old, _ in _REPLAYER.values():
+        old.close()
+    _REPLAYER.clear()
+    _REPLAYER[key] = (StudentProcess.start("util.labs.lab10.decode_harness:serve", max_data=1 << 26, seconds=120),
+                      time.monotonic())
+    return _REPLAYER[key][0], False
+
+
+REPLAY_SEED = 1_005_000
+"""Added to a case's seed: the model and prompt of the grader's replay of 10.5 (never shown to a notebook)."""
+REPLAY = "replayed by the grader on a model and prompt of its own, "
+
+
+def _replay_problems(spec: Mapping[str, Any], cfg, pickled: bytes) -> list[str]:
+    """Task 10.5's steps, from the grader's replay of the student's ``generate`` in a student process whose model's
+    Linears and embeddings the judge serves (``util.labs.lab10.decode_harness``): tokens, cache and what each step
+    fed the model, all against the judge's own decoding of its own model."""
+    import torch
+
+    from util.labs.lab10 import judge_measure as measure
+    from util.labs.lab10.gpt import prompt_ids, seeded_gpt
+    from util.student_process import ChannelError
+
+    batch, prompt_length, new = spec["batch"], spec["prompt"], spec["new"]
+    seed = int(spec["seed"]) + REPLAY_SEED
+    model = seeded_gpt(cfg, seed)
+    prompt = prompt_ids(cfg, prompt_length, seed, batch)
+    expected, _ = measure.greedy_uncached(model, prompt, new)
+    request = {"decode": {"config": dict(spec["config"]), "prompt": prompt.tolist(), "new": new}}
+    for attempt in range(2):
+        served = _Served(model, cfg, budget=64 * batch * (prompt_length + new) * (len(model.blocks) * 6 + 3))
+        student, reused = _replayer(pickled)
+        heard = False
+        try:
+            student.send(request, data=pickled)
+            while True:
+                reply, body = student.receive(timeout=100)
+                heard = True
+                if "call" in reply:
+                    student.send(*served.serve(reply, body))
+                    continue
+                break
+        except ChannelError as exc:
+            _REPLAYER.clear()
+            student.close()
+            if reused and not heard and attempt == 0:   # the kept process had ended (its deadline): start one
+                continue
+            return [f"the grader's replay of generate failed: {exc}"]
+        if "result" not in reply:                      # raised: start afresh for the next case
+            _REPLAYER.clear()
+            student.close()
+        break
+    stream = torch.cat([prompt, expected[:, :-1]], dim=1)
+    steps = _step_problems(served.arrays(), stream.numpy(), served.linears, cfg, batch, prompt_length, new)
+    if "result" not in reply:
+        if served.overrun or (steps and "fed the model" in steps[0]):
+            return [REPLAY + steps[0]] if steps else [REPLAY + "the decoding fed the model far more than a cached one"]
+        return [f"{REPLAY}generate raised {str(reply.get('raised'))[:250]}"]
+    arrays, why = _replayed(body, reply["result"], cfg)
+    if arrays is None:
+        return [REPLAY + why]
+    problems = _token_problems(arrays["tokens"], expected.numpy(), batch, new)
+    if problems:
+        return [REPLAY + problems[0]]
+    problems = steps + _cache_problems(arrays, measure.keys_values(model, stream), cfg, batch, stream.shape[1])
+    return [REPLAY + problem for problem in problems[:LIMIT]]
+
+
 def check_decoding(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 10.5: tokens, cache and steps of the student's cached ``generate``, against the grader's own run."""
+    """Task 10.5: the tokens and cache the notebook's run saved, against the grader's own decoding of the case's
+    model; then the student's ``generate`` replayed by the grader on a model whose modules it serves, so that
+    what each step fed the model is recorded outside the student's code (:func:`_replay_problems`)."""
     import torch
 
     from util.labs.lab10 import judge_measure as measure
@@ -273,10 +464,13 @@ def check_decoding(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     if problems:
         return problems
     stream = torch.cat([prompt, expected[:, :-1]], dim=1)
-    linears = [name for name, module in model.named_modules() if isinstance(module, torch.nn.Linear)]
-    problems = _step_problems(arrays, stream.numpy(), linears, cfg, batch, prompt_length, new)
-    problems += _cache_problems(arrays, measure.keys_values(model, stream), cfg, batch, stream.shape[1])
-    return problems[:LIMIT]
+    problems = _cache_problems(arrays, measure.keys_values(model, stream), cfg, batch, stream.shape[1])
+    if problems:
+        return problems
+    if arrays["generate"].dtype != "uint8" or arrays["generate"].ndim != 1:
+        return ["the saved generate is not the bytes the course's hidden case pickles; run the notebook again from "
+                "the top"]
+    return _replay_problems(spec, cfg, arrays["generate"].tobytes())
 
 
 # ---------------------------------------------------------------- 10.6: the optimized ONNX model
@@ -288,6 +482,20 @@ def expected_fusions(cfg) -> dict[str, int]:
     re-optimize the cases' models to hold this to the pinned versions)."""
     return {"Attention": 0, "MultiHeadAttention": 0, "FastGelu": cfg.n_layer, "BiasGelu": 0,
             "SkipLayerNormalization": 2 * cfg.n_layer, "LayerNormalization": 1}
+
+
+def _dead_nodes(model) -> list[str]:
+    """The nodes of ``model``'s main graph (names, or op types for unnamed ones) none of whose outputs reaches a
+    graph output: fused operators added beside the graph would be counted without computing anything."""
+    producer = {out: i for i, node in enumerate(model.graph.node) for out in node.output if out}
+    live, todo = set(), [producer[o.name] for o in model.graph.output if o.name in producer]
+    while todo:
+        index = todo.pop()
+        if index in live:
+            continue
+        live.add(index)
+        todo += [producer[name] for name in model.graph.node[index].input if name in producer]
+    return [node.name or node.op_type for i, node in enumerate(model.graph.node) if i not in live]
 
 
 def check_export(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
@@ -316,6 +524,11 @@ def check_export(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
     if names != (["ids"], ["logits"]):
         return [f"the optimized model's inputs and outputs are {names[0]} and {names[1]}; expected ['ids'] and "
                 "['logits'] (input_names and output_names of torch.onnx.export)"]
+    dead = _dead_nodes(model)
+    if dead:
+        return [f"{len(dead)} node(s) of the optimized model feed no output ({', '.join(dead[:3])}): the optimizer "
+                "leaves none, so its fused operators are counted only where they compute the logits; return what "
+                "optimize_model(...).model gives"]
     problems = []
     found, wanted = op_counts(model), expected_fusions(cfg)
     for op in FUSED:
@@ -344,4 +557,12 @@ def check_export(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
         if not relmax <= OUTPUT_RTOL:
             problems.append(f"on {length} tokens the optimized model's logits differ from the PyTorch model's by "
                             f"{relmax:.1e} (max |diff| / max |logit|); expected at most {OUTPUT_RTOL:g}")
+    if not problems:  # (last: a specific problem above says more than a count)
+        own = op_counts(measure.optimized_export(torch_model, cfg))
+        other = sorted(op for op in set(found) | set(own) if found.get(op, 0) != own.get(op, 0))
+        if other:
+            op = other[0]
+            problems.append(f"the optimized model has {found.get(op, 0)} {op} nodes where the grader's own export and "
+                            f"optimization of the same model (opset 17, onnxruntime 1.31.1) has {own.get(op, 0)}: "
+                            "return what optimize_model(...).model gives for the course's export")
     return problems[:LIMIT]

@@ -9,6 +9,9 @@ a built model:
 * MACs: ``torch.utils.flop_counter.FlopCounterMode`` (FLOPs / 2) around a forward of L new tokens over a
   cache of ``past`` entries, on the ``meta`` device (shapes without memory: GPT-2 small costs nothing).
 
+* the optimized ONNX model of task 10.6 (:func:`optimized_export`): the course's export and onnxruntime's
+  optimizer, run here on the judge's own copy of the case's model.
+
 Users: ``judge.py`` (the checks of tasks 10.1-10.6) and the lab's tests.
 """
 from __future__ import annotations
@@ -151,3 +154,23 @@ def keys_values(model: TinyGPT, ids: torch.Tensor) -> list[tuple[torch.Tensor, t
     cache: list = [None] * len(model.blocks)
     step(model, ids, cache)
     return cache
+
+
+def optimized_export(model: TinyGPT, cfg: GPTConfig):
+    """The course's export of ``model`` (TorchScript exporter, opset 17, ``ids`` -> ``logits`` with a dynamic
+    sequence axis) optimized by onnxruntime's transformer optimizer (``model_type="gpt2"``, ``opt_level=1``): the
+    ``onnx.ModelProto`` whose operators a student's optimized model is compared with (task 10.6)."""
+    import io
+    import warnings
+
+    import onnx
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the TorchScript exporter's deprecation warning
+        torch.onnx.export(model, (torch.zeros((1, 8), dtype=torch.long),), buffer, dynamo=False, opset_version=17,
+                          input_names=["ids"], output_names=["logits"],
+                          dynamic_axes={"ids": {1: "sequence"}, "logits": {1: "sequence"}})
+    return optimize_model(onnx.load_from_string(buffer.getvalue()), model_type="gpt2", num_heads=cfg.n_head,
+                          hidden_size=cfg.d_model, opt_level=1).model

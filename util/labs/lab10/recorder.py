@@ -1,9 +1,8 @@
 """What a decoding run fed the model, step by step, recorded by forward hooks on the model's own modules.
 
-The grader wants to know whether a "cached" decoding really fed each token to the model once, or
-recomputed the whole sequence at every step. It never asks a counter in the notebook for that (code in
-the notebook could replace any counter); instead, hooks on the model record what its modules were
-given, and the grader decides, in a process of its own, from those records and the tokens:
+Whether a "cached" decoding really fed each token to the model once, or recomputed the whole sequence at
+every step, shows in what the model's modules were given. Here, hooks on the model record it, for you to
+look at in the notebook:
 
 * ``model.wte`` (the token embedding) starts a **step** each time it is called; its ids are recorded;
 * ``model.wpe`` records the positions it was given (in the step it belongs to);
@@ -12,6 +11,10 @@ given, and the grader decides, in a process of its own, from those records and t
 
 So a cached forward must use the model's modules: ``model.wte(ids)``, ``model.wpe(positions)``,
 ``block.attn.project(...)``, ``block.attn.merge(...)``, ``block.mlp(...)``, ``model.head(...)``.
+
+The grader does not take these records from a notebook (code beside the hooks could remove them or rewrite
+what they hold): it replays ``generate`` on a model whose modules it computes itself and records the same
+things in its own process (``util.labs.lab10.decode_harness``).
 
 >>> with StepRecorder(model) as steps:            # doctest: +SKIP
 ...     tokens, cache = generate(model, prompt, 10)

@@ -13,29 +13,31 @@ from the case's spec (``judge.py``): parameters and bytes of the built model, MA
 student's function returned.
 
 Task 10.5's verdicts ("the same tokens as decoding without a cache", "the cache holds T entries",
-"each token was fed once") are the judge's too, and no count from the notebook enters them:
+"each token was fed once") are the judge's too, and nothing recorded beside the student's code enters them:
 
-* the kernel runs ``generate`` under the course's :class:`~util.labs.lab10.recorder.StepRecorder`
-  (forward hooks on the model's embedding and Linear modules) and saves the tokens, the cache tensors
-  and what each step fed the model (ids, positions, rows per Linear);
+* the kernel runs ``generate`` (under the course's :class:`~util.labs.lab10.recorder.StepRecorder`, for the
+  returned step lengths) and saves the tokens, the cache tensors and ``generate`` itself, pickled;
 * the judge rebuilds the seeded model from the spec and decodes *without* a cache itself, then checks
-  the tokens against its own, the cache's shapes, bytes and values against its own keys and values,
-  and that the steps fed the prompt once and then one token at a time (each Linear processing exactly
-  those rows); the MACs of those steps are measured with the judge's own ``FlopCounterMode`` on its own
-  cached forward. A ``FlopCounterMode`` patched in the notebook changes nothing the judge reads; a
-  "cached" decoding that recomputes the whole sequence shows in the rows its Linears processed. (Only
-  code written to deceive the hooks could hide that; hooks make it visible to anyone who reads it.)
+  the tokens against its own and the cache's shapes, bytes and values against its own keys and values;
+* then it replays ``generate`` in a student process on a model of its own (another seed, another prompt)
+  whose Linears and embeddings it serves itself (``decode_harness.py``): the student process never holds
+  those weights, and every call of them reaches the judge, which records what each step fed the model
+  (ids, positions, rows per Linear) and requires the prompt once, then one token at a time (each Linear
+  processing exactly those rows), with the replay's tokens and cache right too. A hook removed, a recorder
+  rewritten or ``F.linear`` on a weight in the notebook's process changes nothing the judge reads; a
+  "cached" decoding that recomputes the whole sequence shows in the rows served; the MACs of such steps are
+  measured with the judge's own ``FlopCounterMode`` on its own cached forward.
 
-Task 10.6 saves the optimized ONNX model: the judge counts its fused operators, runs it with
-onnxruntime at two sequence lengths against its own PyTorch model, and re-does the course's export
-and optimization to compare the counts.
+Task 10.6 saves the optimized ONNX model: the judge counts its fused operators, requires every node on
+the way to the logits, re-does the course's export and optimization to compare every operator's count,
+and runs it with onnxruntime at two sequence lengths against its own PyTorch model.
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance
 from util.labs.lab10.public_checks import CHECKS
 
 LAB_NAME = "lab10"
@@ -90,11 +92,14 @@ def _intensity(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _decode(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """The student's cached ``generate`` under the course's hooks; tokens, cache and steps saved.
+    """The student's cached ``generate`` (under the course's hooks, for the returned step lengths); the tokens,
+    the cache and ``generate`` itself (pickled, for the judge's replay) saved.
 
     Nothing saved here is a verdict or a count: the judge decides "same tokens" against its own uncached
-    decoding, "the cache holds T entries" from the saved tensors themselves, and the MACs from the steps
-    the hooks recorded, measured with its own ``FlopCounterMode`` (module docstring)."""
+    decoding, "the cache holds T entries" from the saved tensors themselves, and "each token fed once" from
+    its own replay of ``generate`` on a model whose modules it serves (module docstring)."""
+    import cloudpickle
+    import numpy as np
     import torch
 
     from util.artifacts import save_arrays
@@ -115,7 +120,7 @@ def _decode(fn: Callable, spec: Mapping[str, Any]) -> Any:
             isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(t, torch.Tensor) for t in pair)
             for pair in cache):
         raise TypeError(f"generate's cache must be a list of {cfg.n_layer} (k, v) pairs of tensors, one per layer")
-    arrays = {"tokens": tokens, **steps.arrays()}
+    arrays = {"tokens": tokens, "generate": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}
     for i, (k, v) in enumerate(cache):
         arrays[f"k{i}"], arrays[f"v{i}"] = k, v
     save_arrays(arrays, spec, LAB_NAME)
@@ -139,12 +144,26 @@ def _export(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return summary
 
 
+RELEASES = (
+    Release(1, "2026-11-25", "The first release: parameters, MACs, KV-cache bytes and arithmetic intensity of TinyGPT "
+            "and GPT-2 small from a config, greedy decoding with a KV cache, and the ONNX export's fusions."),
+    Release(2, "2026-11-26",
+            "Nothing you write changes. Task 10.5: the grader replays your generate on a model of its own whose "
+            "Linears and embeddings it computes itself, and records there what each step fed the model (as it "
+            "asked before, call the modules: their weights cannot be read in that replay). Task 10.6: every "
+            "operator of your optimized model, fused or not, must be on the way to the logits and as many as in "
+            "the grader's own export and optimization of the same model.",
+            marker="replays your `generate` on a model and"),
+)
+"""The lab's changelog (``Lab.releases``); release 2 replays 10.5's decoding on modules the grader serves."""
+
 
 LAB = Lab(
     name=LAB_NAME,
     title="What a transformer costs",
     notebook="lab10_transformer_costs.ipynb",
     packages=("torch", "onnx", "onnxruntime", "numpy"),
+    releases=RELEASES,
     tasks=(
         Task(
             id="10.1", title="Parameters and bytes", answer_points=3,

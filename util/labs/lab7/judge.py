@@ -1,7 +1,11 @@
 """Lab 7's grader-side checks, named by the tasks' ``grader_check`` (``tasks.py``).
 
-Each is ``check(spec, data, tolerance) -> [problems]`` (empty: the case passes), a pure function of the
-case's input and the bytes the student's kernel saved, run in the grader's own process. The bytes are
+Each is ``check(spec, data, tolerance, returned) -> [problems]`` (empty: the case passes), a pure function of
+the case's input, the bytes the student's kernel saved and what the case returned there, run in the grader's
+own process. What a case returns (the counts the grader compares with the reference) is computed in the kernel,
+beside the student's code, so each check recomputes it from the saved file and requires the two to agree:
+otherwise a model that is right for the judge (the float32 original, valid and exact) could be saved while the
+kernel reports the counts of another (a broken conversion's). The bytes are
 untrusted: models are parsed with onnx, arrays loaded without pickle, lists parsed as JSON and
 validated. The original model, its inputs and the course emulator are rebuilt here from the spec.
 """
@@ -21,18 +25,38 @@ correct emulator agrees bit for bit here; one that skips the rounding of interme
 about 1e-3 on ResNet-18 (measured), and by inf on the overflowing graphs."""
 
 
+def _returned_problems(returned: Any, found: Any, what: str) -> list[str]:
+    """What the case returned in the kernel (``returned``, compared with the reference afterwards) against the same
+    summary computed here from the saved file (``found``): they must be equal, or the returned counts describe some
+    other model than the one judged (a summary computed beside the student's code, in the kernel)."""
+    if returned is None:
+        return []
+    found = json.loads(json.dumps(found))
+    if returned == found:
+        return []
+    if isinstance(returned, dict) and isinstance(found, dict):
+        key = next((k for k in found if returned.get(k) != found[k]), next(iter(set(returned) - set(found)), None))
+        detail = f" ({key!r}: returned {str(returned.get(key))[:60]}, the saved file gives {str(found.get(key))[:60]})"
+    else:
+        detail = ""
+    return [f"what this case returned is not {what} of the file it saved{detail}: the grader reads both from what "
+            "your function returned; do not change the course's helpers"]
+
+
 def _relative(actual: np.ndarray, expected: np.ndarray) -> float:
     scale = float(np.abs(expected).max()) if expected.size else 0.0
     return float(np.abs(actual.astype(np.float64) - expected).max()) / (scale or 1.0) if expected.size else 0.0
 
 
-def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) -> list[str]:
-    """Tasks 7.2 and 7.3: a valid model with the original float32 interface that computes the same thing."""
+def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None, returned: Any = None) -> list[str]:
+    """Tasks 7.2 and 7.3: a valid model with the original float32 interface that computes the same thing, whose
+    summary is the one the case returned (``returned``: the counts compared with the reference)."""
     import onnx
     from onnx import TensorProto
 
     from util.labs.lab7.graphs import build, feeds_for
     from util.labs.lab7.judge_emulator import emulate
+    from util.labs.lab7.summary import summarize
     from util.onnx_session import run, session
 
     try:
@@ -58,6 +82,9 @@ def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None)
                             f"(names kept, element type {TensorProto.FLOAT} = float32)")
     if problems:
         return problems
+    problems = _returned_problems(returned, summarize(model), "the summary (summarize)")
+    if problems:
+        return problems
     try:
         session(model)
     except Exception as exc:  # noqa: BLE001
@@ -72,16 +99,22 @@ def check_converted(spec: Mapping[str, Any], data: bytes, tolerance: Any = None)
     return problems
 
 
-def check_emulated(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) -> list[str]:
-    """Task 7.4: the saved outputs equal the course emulator's (inf/NaN in the same places, values within 1e-4)."""
+def check_emulated(spec: Mapping[str, Any], data: bytes, tolerance: Any = None, returned: Any = None) -> list[str]:
+    """Task 7.4: the saved outputs equal the course emulator's (inf/NaN in the same places, values within 1e-4),
+    and their row counts are those the case returned."""
     from util.artifacts import read_saved_arrays
     from util.labs.lab7.graphs import all_fp16, build, feeds_for
     from util.labs.lab7.judge_emulator import emulate
+    from util.labs.lab7.summary import row_counts
 
     model = build(spec)
     if spec.get("all_fp16"):
         model = all_fp16(model)
     arrays, problems = read_saved_arrays(data, expected=[output.name for output in model.graph.output])
+    if problems:
+        return problems
+    problems = _returned_problems(returned, {name: row_counts(value) for name, value in sorted(arrays.items())},
+                                  "the row counts (row_counts)")
     if problems:
         return problems
     expected = emulate(model, feeds_for(spec))
@@ -104,8 +137,8 @@ def check_emulated(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) 
     return problems
 
 
-def check_fp32_list(spec: Mapping[str, Any], data: bytes, tolerance: Any = None) -> list[str]:
-    """Task 7.5: the fp32 list is sufficient and 1-minimal under the course emulator."""
+def check_fp32_list(spec: Mapping[str, Any], data: bytes, tolerance: Any = None, returned: Any = None) -> list[str]:
+    """Task 7.5: the fp32 list is sufficient and 1-minimal under the course emulator (and as long as the case said)."""
     from util.labs.lab7.graphs import build, feeds_for
     from util.labs.lab7.judge_emulator import close, emulate_assignment
     from util.onnx_session import run
@@ -116,6 +149,9 @@ def check_fp32_list(spec: Mapping[str, Any], data: bytes, tolerance: Any = None)
         return ["the saved list is not JSON"]
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         return ["the saved value is not a list of node names"]
+    problems = _returned_problems(returned, {"fp32_nodes": len(names)}, "the length")
+    if problems:
+        return problems
     model = build(spec)
     known = [node.name for node in model.graph.node]
     unknown = [n for n in names if n not in known]

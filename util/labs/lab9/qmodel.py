@@ -5,7 +5,9 @@ float64 multipliers and int8 zero points. Nothing here computes a layer: that is
 * :func:`maxpool2d_int8` (given): max pooling on int8 values (the maximum commutes with a positive
   scale and a shift, so the pooled values keep the scale and zero point of the input);
 * :func:`case_model`: the seeded integer models the grader's hidden cases of 9.3 run (the notebook
-  never shows them): layers with chosen zero points and multipliers, random int8 weights and inputs.
+  never shows them): layers with chosen zero points and multipliers, random int8 weights and inputs;
+  the last layer of each also holds three pruned channels whose accumulators sit at rounding ties
+  (:func:`plant_ties`), where requantising in floating point instead of int64 rounds the other way.
 """
 from __future__ import annotations
 
@@ -85,6 +87,60 @@ def _conv(rng: np.random.Generator, c_in: int, c_out: int, k: int, *, groups: in
     return QLayer("conv", weight, bias, m.astype(np.float64), zx, zy, stride, padding, groups, relu)
 
 
+# Three pruned (all-zero) filters per hidden model, each with one multiplier and one bias: every accumulator of the
+# channel is the bias, at (or within a few units of) a rounding tie of the fixed-point rule. The three ties are
+# chosen so that each way of requantising in floating point gets at least one of them wrong (tests/labs/
+# test_lab9_ties.py checks every way named here against every hidden case):
+#
+# * "A" (M0 = 3 * 2**29, shift 40, acc * M0 exactly at a tie): the real multiplier M is 2**-40 below (or above) M0 *
+#   2**-shift, so floor(acc * M + 0.5) in float64 lands on the other side of the tie; np.rint / np.round (half to
+#   even, in float64 or float32) round the tie itself the other way;
+# * "B" (acc * M0 a few units below a tie, near 2**60): float64 rounds the product onto the tie, so acc * M0 *
+#   2**-shift (or acc * M0 / 2**shift) computed in float64 rounds up where int64 rounds down;
+# * "C" (M = 2**-20, acc one below a tie, near 2**26): float32 rounds acc itself onto the tie.
+#
+# (acc, M0, shift) per tie, for an output a little above zy ("+") or a little below it ("-", when zy is near 127).
+TIES = {
+    "+": (("A", 39 * 2 ** 10, 3 * 2 ** 29, 40),                     # 58.5: half up 59; below the tie 58
+          ("B", 905_216_231, 1_203_989_801, 54),                   # 121 * 2**53 - 1: exactly 60; float64 61
+          ("C", 121 * 2 ** 19 - 1, 2 ** 30, 50)),                  # 60.5 - 2**-20: exactly 60; float32 61
+    "-": (("A", -41 * 2 ** 10, 3 * 2 ** 29, 40),                    # -61.5: half up -61; below the tie -62
+          ("B", -581_980_340, 1_903_647_653, 54),                  # -123 * 2**53 - 4: exactly -62; float64 -61
+          ("C", -121 * 2 ** 19 - 1, 2 ** 30, 50)),                 # -60.5 - 2**-20: exactly -61; float32 -60
+}
+"""The rounding-tie channels :func:`plant_ties` adds: ``(name, accumulator, M0, shift)``."""
+
+
+def tie_multiplier(name: str, acc: int, m0: int, shift: int) -> float:
+    """The float64 multiplier ``M`` of a tie channel: ``M0 * 2**-shift`` itself (B, C), or for A that value moved by a
+    relative 2**-40 towards zero output (below it for a positive accumulator): ``fixed_point(M)`` still gives
+    ``(M0, shift)``, while ``acc * M`` is no longer a tie."""
+    exact = m0 * 2.0 ** -shift
+    return exact * (1 - 2.0 ** -40) if name == "A" and acc > 0 else exact * (1 + 2.0 ** -40) if name == "A" else exact
+
+
+def plant_ties(layer: QLayer) -> QLayer:
+    """``layer`` (conv or linear) with three rounding-tie channels (:data:`TIES`): appended as pruned filters (all-zero
+    weights, so the accumulator is the bias) or, in a grouped conv, made of its last three channels. Their outputs lie
+    a little above the layer's output zero point, or below it when that is near 127."""
+    sign = "+" if layer.y_zero_point + 62 <= 127 else "-"
+    if sign == "-" and layer.relu:
+        raise ValueError("a fused ReLU clamps below the zero point: no room for the ties below it")
+    ties = TIES[sign]
+    bias = np.array([acc for _, acc, _, _ in ties], np.int64)
+    multiplier = np.array([tie_multiplier(*tie) for tie in ties])
+    if layer.kind == "conv" and layer.groups > 1:
+        layer.weight[-3:] = 0
+        layer.bias = np.concatenate([layer.bias[:-3].astype(np.int64), bias]).astype(np.int32)
+        layer.multiplier = np.concatenate([layer.multiplier[:-3], multiplier])
+        return layer
+    zeros = np.zeros((3, *layer.weight.shape[1:]), np.int8)
+    layer.weight = np.concatenate([layer.weight, zeros])
+    layer.bias = np.concatenate([layer.bias.astype(np.int64), bias]).astype(np.int32)
+    layer.multiplier = np.concatenate([layer.multiplier, multiplier])
+    return layer
+
+
 def case_model(spec: Mapping[str, Any]) -> tuple[QModel, np.ndarray]:
     """The integer model and int8 input of a hidden case of task 9.3, from its ``spec`` (seeded)."""
     rng = np.random.default_rng(int(spec["seed"]))
@@ -120,6 +176,7 @@ def case_model(spec: Mapping[str, Any]) -> tuple[QModel, np.ndarray]:
         x = _int8(rng, (int(spec.get("batch", 16)), 1, 8, 8), -128, 127)
     else:
         raise ValueError(f"unknown integer case model {kind!r}")
+    plant_ties(next(layer for layer in reversed(layers) if layer.kind in ("conv", "linear")))
     model = QModel(layers, input_scale=1.0 / 255, input_zero_point=layers[0].x_zero_point if layers[0].kind != "flatten"
                    else layers[1].x_zero_point)
     return model, x

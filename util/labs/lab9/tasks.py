@@ -12,7 +12,8 @@ How each kind of value is graded:
   (float32 against float64 arithmetic: one float32 ulp is 6e-8); accuracies within 0.01 (one point)
   in the answers, and by threshold in the grader's judge; rounding-error sizes as log10 within 0.5;
 * 9.3's hidden cases are compared as **bytes** against the course's integer reference
-  (``judge_intref.py``, grader-only), in the grader's judge process (``judge.py``);
+  (``judge_intref.py``, grader-only), in the grader's judge process (``judge.py``); each hidden model
+  holds rounding ties that requantising in floating point gets wrong (``qmodel.plant_ties``, release 2);
 * 9.5's saved QDQ models and 9.6's saved node lists are judged there too: the judge re-runs
   ``quantize_static`` itself. Nothing whose expected verdict is a constant is decided in the kernel.
 """
@@ -22,7 +23,7 @@ import json
 import tempfile
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Lab, Task, Tolerance
+from util.contract import EXACT, Lab, Release, Task, Tolerance
 from util.labs.lab9.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab9"
@@ -162,6 +163,18 @@ def prepare() -> None:
         float_model({"model": model})
 
 
+RELEASES = (
+    Release(1, "2026-11-25", "The first release: affine quantisation, calibration, integer-only inference, weight "
+            "bytes, quantize_static and a 1-minimal float set, on DigitsCNN and ResNet-18."),
+    Release(2, "2026-11-26",
+            "Task 9.3's rule is unchanged (integers only: acc * M0 in int64, half up by the shift), and its hidden "
+            "models now check it: each holds three pruned channels whose accumulators sit at, or just below, a "
+            "rounding tie, where requantising in floating point (float32 or float64) rounds the other way. Integer "
+            "code that passed before passes these too.",
+            marker="each hidden model also holds three pruned channels"),
+)
+"""The lab's changelog (``Lab.releases``); release 2 planted rounding ties in 9.3's hidden models."""
+
 
 LAB = Lab(
     name=LAB_NAME,
@@ -169,6 +182,7 @@ LAB = Lab(
     notebook="lab9_quantization.ipynb",
     packages=("torch", "onnx", "onnxruntime", "numpy", "scikit-learn", "torchvision"),
     prepare="util.labs.lab9.tasks:prepare",
+    releases=RELEASES,
     tasks=(
         Task(
             id="9.1", title="Affine quantisation", answer_points=4,
