@@ -98,8 +98,9 @@ class Written:
 
     def __post_init__(self) -> None:
         lab, dot, label = self.id.partition(".")
-        if not (lab.isdigit() and dot and label and label.replace("_", "").isalnum()):
-            raise ValueError(f"written question {self.id!r}: its id is '<lab number>.<label>', e.g. '10.Q6'")
+        if not (lab.isdigit() and dot and label and label.replace("_", "").replace("-", "").isalnum()):
+            raise ValueError(f"written question {self.id!r}: its id is '<lab number>.<label>' (letters, digits, - "
+                             "and _), e.g. '10.Q6'")
         low, high = self.words
         if not 0 <= low <= high or self.points < 0 or not self.prompt.strip():
             raise ValueError(f"written question {self.id}: needs a prompt, points >= 0 and words (low, high) "

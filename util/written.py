@@ -35,9 +35,10 @@ MAX_CHARACTERS = 20_000
 the grader says so."""
 METADATA_KEY = "written"
 """The answer cell's ``metadata.course`` key; its value is the question's id."""
-ANSWER_HEADING = re.compile(r"^#{1,6}\s*Answer to\s+([A-Za-z0-9_]+)\s*\((\d+(?:\.\d+)?) points?, graded by hand"
-                            r"(?:;\s*(\d+)-(\d+) words)?\)\s*$")
-"""``#### Answer to Q6 (2 points, graded by hand; 20-120 words)`` -> label, points, low, high."""
+ANSWER_HEADING = re.compile(r"^#{1,6}\s*Answer to\s+([A-Za-z0-9_-]+)\s*\((?:(\d+(?:\.\d+)?) points?, graded by "
+                            r"hand(?:;\s*(\d+)-(\d+) words)?|practice, not graded)\)\s*$")
+"""``#### Answer to Q6 (2 points, graded by hand; 20-120 words)`` -> label, points, low, high; a question worth
+nothing reads ``#### Answer to Q1 (practice, not graded)``."""
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 FOUND = ("cell", "heading", "none")
 """How an answer was found: by its cell's metadata, by its heading (the metadata was gone), or not at all."""
@@ -49,6 +50,8 @@ def _points(value: float) -> str:
 
 def heading(question: Written) -> str:
     """The answer cell's first line, e.g. ``#### Answer to Q6 (2 points, graded by hand; 20-120 words)``."""
+    if not question.points:
+        return f"#### Answer to {question.label} (practice, not graded)"
     low, high = question.words
     return f"#### Answer to {question.label} ({_points(question.points)}, graded by hand; {low}-{high} words)"
 
@@ -165,3 +168,29 @@ def problem(answer: Answer, question: Written) -> str | None:
         return (f"the answer to {question.label} has {answer.words} words; {low}-{high} are asked "
                 "(it is marked all the same)")
     return None
+
+
+def notebook_path(namespace: dict) -> str | None:
+    """The file of the notebook this kernel runs, when the editor says so: JupyterLab's ``__session__`` (and
+    ``$JPY_SESSION_NAME``), VS Code's ``__vsc_ipynb_file__``; ``None`` when none does (a plain kernel)."""
+    import os
+
+    for found in (namespace.get("__vsc_ipynb_file__"), namespace.get("__session__"), os.environ.get("JPY_SESSION_NAME")):
+        if isinstance(found, str) and found.endswith(".ipynb") and os.path.isfile(found):
+            return found
+    return None
+
+
+def saved_notebook(namespace: dict) -> dict | None:
+    """The notebook this kernel runs, as last saved (its JSON), or ``None`` when it cannot be found or read."""
+    import json
+
+    path = notebook_path(namespace)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) else None
