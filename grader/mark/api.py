@@ -96,8 +96,10 @@ class Desk:
         return out
 
     def answers(self, question_id: str) -> dict[str, Any]:
-        """The question, its rubric and every answer to it (anonymous, in a stable order)."""
+        """The question, its rubric and every answer to it (anonymous, in a stable order), the class's records
+        read again (a regrade since shows)."""
         lab, question = self.question(question_id)
+        self.refresh()
         listed = []
         for pseudonym, _, marked in self.listed(lab, question):
             answer = marked.answer

@@ -173,6 +173,11 @@ class MarkingServer(ThreadingHTTPServer):
         self.desk, self.token, self.verbose = desk, token or secrets.token_urlsafe(32), verbose
         self.lock = threading.Lock()  # one request at a time reads the records and the store's connection
 
+    def handle_error(self, request, client_address) -> None:
+        """A page closed while its answer was on the way is no fault of the server's: say nothing of it."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
     @property
     def url(self) -> str:
         """The URL to open, token included."""
