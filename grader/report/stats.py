@@ -89,14 +89,15 @@ def compute(results: list[tuple[str, SubmissionResult]]) -> list[TaskStats]:
 
 def compute_written(rows: list[tuple[str, tuple, dict]]) -> list[TaskStats]:
     """Statistics for every written question worth points, from ``(lab, marked answers, its rubrics)`` per
-    submission (:class:`grader.mark.state.Marked`): over the answers with points (marked, or kept for
-    re-marking, or left unanswered), never over those still to mark."""
+    submission (:class:`grader.mark.state.Marked`): the mean over the answers with points (marked, kept for
+    re-marking, or left empty), never over those still to mark; the items missed over the marked ones.
+    Submissions the grader received no answer from (a file it could not read) are left out."""
     by_question: dict[tuple[str, str], list] = {}
     rubrics: dict[str, dict] = {}
     for lab, written, lab_rubrics in rows:
         rubrics[lab] = lab_rubrics
         for marked in written:
-            if marked.question.points:
+            if marked.question.points and marked.answer is not None:
                 by_question.setdefault((lab, marked.question.id), []).append(marked)
     out = []
     for (lab, question_id), answers in by_question.items():
@@ -104,7 +105,7 @@ def compute_written(rows: list[tuple[str, tuple, dict]]) -> list[TaskStats]:
         scored = [a for a in answers if a.points is not None]
         waiting = len(answers) - len(scored)
         full = sum(a.points >= question.points for a in scored)
-        missed = Counter(item.id for a in scored for item in _positive(rubrics[lab].get(question_id))
+        missed = Counter(item.id for a in scored if a.mark is not None for item in _positive(rubrics[lab].get(question_id))
                          if item.id not in {applied.id for applied in a.applied})
         common, count = missed.most_common(1)[0] if missed else ("", 0)
         item = rubrics[lab][question_id].item(common) if common else None
