@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from util import written
+import util.written as written
 from util.answers import AnswerError, output_dir, read_answers, to_jsonable, write_json
 from util.contract import Check, Lab, Task
 

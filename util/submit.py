@@ -51,7 +51,7 @@ def submit(task_id: str, value: Any) -> None:
 
 
 def _written_state(question, nb) -> str:
-    from util import written
+    import util.written as written
 
     if nb is None:
         return "save, then python -m grader check"
@@ -65,7 +65,7 @@ def progress(lab_name: str, namespace: Mapping[str, Any] | None = None) -> None:
     say where the notebook is)."""
     import inspect
 
-    from util import written
+    import util.written as written
     from util.labs import get_lab
 
     if namespace is None:
