@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Case, Lab, Release, Task, Tolerance, Written
 from util.labs.lab5.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab5"
@@ -141,11 +141,30 @@ CONV_SUMMARY = ("weight_shape", "stride", "padding", "dilation", "groups", "padd
 ERROR_TABLE = ("fold32_vs_orig32", "orig32_vs_fp64", "fold16_vs_orig16", "orig16_vs_fp64", "origbf16_vs_fp64",
                "top1_flips_fold32")
 
+WRITTEN = {
+    "5.5": (Written("5.Q1", "Before reading on: your table puts the fold's difference next to the error each "
+                     "dtype makes anyway against float64. Is folding BatchNorm a safe substitution in "
+                     "float32, and in float16? Argue from your numbers, and say what tolerance a test "
+                     "of the fold should use.",
+                     6, words=(40, 250), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Graph substitutions and their floating-point differences",
     notebook="lab5_graph_substitutions.ipynb",
     packages=("torch", "torchvision", "numpy"),
+    releases=(
+        Release(1, "2026-11-23", "The first release: BatchNorm folding with torch.fx, breakpoints and records, the error a "
+                "substitution adds across dtypes, and AvgAdd and ConvAdd, valid only under conditions."),
+        Release(2, "2026-11-26", "Task 5.5 asks a written question, Q1 (6 points, marked by hand): whether folding "
+                "BatchNorm is safe in float32 and float16, argued from the error table; its points came "
+                "from 5.5's exported table.",
+                marker="(written, 6 points of task 5.5, marked by hand)"),
+    ),
     tasks=(
         Task(
             id="5.1", title="Fold one Conv+BN", answer_points=3,
@@ -201,7 +220,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="5.5", title="Error budget across dtypes", answer_points=10,
+            id="5.5", title="Error budget across dtypes", answer_points=4, written=WRITTEN["5.5"],
             answer="error_table(resnet, x): five log10 values and an int", keys=ERROR_TABLE, tolerance=LOG10,
             function="error_table", run_case=_call_error_table, checks=PUBLIC["5.5"],
             cases=(Case("course net with a shared conv output, 8x3x32x32",
