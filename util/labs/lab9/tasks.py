@@ -22,7 +22,7 @@ import json
 import tempfile
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Case, Lab, Task, Tolerance
+from util.contract import EXACT, Case, Lab, Release, Task, Tolerance, Written
 from util.labs.lab9.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab9"
@@ -169,11 +169,35 @@ def _set_case(where: str, channel: int, k: int) -> dict[str, Any]:
     return {"model": {"outlier": k, "where": where, "channel": channel}, "calib": 32, "max_drop": 0.01}
 
 
+WRITTEN = {
+    "9.3": (Written("9.Q1", "Your integer DigitsCNN agrees with the float model on most test images but not "
+                     "on all. Which steps of the integer pipeline round or clip, and why do a few "
+                     "images change class while most do not?",
+                     3, words=(30, 200), since=2),),
+    "9.6": (Written("9.Q2", "The outlier model computes the same function as DigitsCNN, yet quantised per "
+                     "tensor it loses accuracy, and neither conv1 nor conv2 alone kept in float "
+                     "restores it. Why does one wide channel ruin the other fifteen, and why must "
+                     "both layers stay float?",
+                     2, words=(20, 150), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Quantization, from integer arithmetic to an ONNX QDQ model",
     notebook="lab9_quantization.ipynb",
     packages=("torch", "onnx", "onnxruntime", "numpy", "scikit-learn", "torchvision"),
+    releases=(
+        Release(1, "2026-11-25", "The first release: affine quantisation, calibration after BatchNorm folding, "
+                "integer-only inference, weight bytes, quantize_static to a QDQ model, and the error "
+                "localised to a 1-minimal float set."),
+        Release(2, "2026-11-26", "Tasks 9.3 and 9.6 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+                "hand: where an integer-only model loses information, and why one wide channel forces two "
+                "layers to stay float; their points came from the two tasks' exported answers.",
+                marker="(written, 3 points of task 9.3, marked by hand)"),
+    ),
     prepare="util.labs.lab9.tasks:prepare",
     tasks=(
         Task(
@@ -210,7 +234,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="9.3", title="Integer-only inference", answer_points=5,
+            id="9.3", title="Integer-only inference", answer_points=2, written=WRITTEN["9.3"],
             answer="a dict for DigitsCNN run on integers only: accuracy, agreement with float, shifts, "
                    "first image's int8 logits, accumulator bits",
             keys=("accuracy", "agreement", "shift_min", "shift_max", "first_logits", "accumulator_bits"),
@@ -251,7 +275,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="9.6", title="Localise the error; a 1-minimal float set", answer_points=5,
+            id="9.6", title="Localise the error; a 1-minimal float set", answer_points=3, written=WRITTEN["9.6"],
             answer="a dict for the outlier model: layer errors as log10 and the nodes keep_in_float keeps",
             keys=("log10_errors", "keep_in_float"), tolerance=LOG10, function="keep_in_float",
             run_case=_keep_in_float, grader_check=f"{JUDGE}:check_float_set", checks=PUBLIC["9.6"],
