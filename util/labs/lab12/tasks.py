@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Case, Lab, Task, Tolerance
+from util.contract import Case, Lab, Release, Task, Tolerance, Written
 from util.labs.lab12.public_checks import CHECKS
 
 LAB_NAME = "lab12"
@@ -134,12 +134,34 @@ _MIXED = [128, 512, 256, 64, 512, 384, 128, 256, 512, 64, 192, 448, 128, 320, 51
           256, 128, 512, 320, 64, 256, 384, 192, 128]
 """The widths of a 30-block chain (too many plans to try them all: 2^29)."""
 
+WRITTEN = {
+    "12.2": (Written("12.Q1", "Why does Adam need more memory than SGD for the same model, and which part of "
+                     "training memory grows with the batch? Give DigitsCNN's numbers.",
+                     2, words=(20, 150), since=2),),
+    "12.4": (Written("12.Q2", "Checkpointing trades memory for recomputation. Why can a plan that fits the "
+                     "budget exactly recompute less than the square-root rule, and why does the rule "
+                     "do worse still when the blocks have different widths?",
+                     3, words=(30, 200), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Training systems",
     notebook="lab12_training_systems.ipynb",
     judge_timeout=180,  # 12.5 starts a student process: up to 60 s to start and warm up, 40 s to train
     packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
+    releases=(
+        Release(1, "2026-11-25", "The first release: reverse-mode autodiff, training memory by part, the peak over the "
+                "forward and backward passes, a checkpointing plan, and a training run on the digits."),
+        Release(2, "2026-11-26", "Tasks 12.2 and 12.4 ask written questions, Q1 (2 points) and Q2 (3 points), marked by "
+                "hand: what grows with the batch in training memory, and why an exact checkpointing plan "
+                "recomputes less than the square-root rule; their points came from the two tasks' "
+                "exported answers.",
+                marker="(written, 2 points of task 12.2, marked by hand)"),
+    ),
     tasks=(
         Task(
             id="12.1", title="Reverse-mode autodiff", answer_points=5,
@@ -155,7 +177,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="12.2", title="Training memory", answer_points=4,
+            id="12.2", title="Training memory", answer_points=2, written=WRITTEN["12.2"],
             answer="training_memory(DigitsCNN, (64, 1, 8, 8), 'adam'): {'weights', 'grads', 'optimizer_state', "
                    "'saved_activations', 'total'} in bytes",
             keys=("weights", "grads", "optimizer_state", "saved_activations", "total"),
@@ -182,7 +204,7 @@ LAB = Lab(
             ),
         ),
         Task(
-            id="12.4", title="Checkpointing plan", answer_points=4,
+            id="12.4", title="Checkpointing plan", answer_points=1, written=WRITTEN["12.4"],
             answer="{'recompute_macs', 'within_budget'} of your plan for the 8-block chain within 917,504 bytes, and "
                    "{'sqrt_rule_recompute_macs', 'sqrt_rule_peak_bytes'} of the sqrt(n) plan [0, 3, 6]",
             keys=("recompute_macs", "within_budget", "sqrt_rule_recompute_macs", "sqrt_rule_peak_bytes"),
