@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from util import written
 from util.contract import Lab, Release, Task, Written
-from util.labs import GRADER_ONLY, LABS, grader_only, is_rubric, judge_paths, rubrics
+from util.labs import GRADER_ONLY, LABS, PACKAGES, grader_only, is_rubric, judge_paths, rubrics
 from util.rubric import Item, Rubric, problems
 
 LAB = writtenlab.LAB
@@ -162,3 +162,12 @@ def test_the_rubrics_must_match_the_declaration(tmp_path):
 @pytest.mark.parametrize("lab_name", list(LABS))
 def test_every_labs_rubrics_match_its_written_questions(lab_name):
     assert problems(LABS[lab_name], rubrics(LABS[lab_name])) == []
+
+
+@pytest.mark.parametrize("lab_name", [name for name in LABS if PACKAGES[name].startswith("util.labs.")])
+def test_every_course_lab_asks_written_questions_worth_5_to_15_percent_of_its_points(lab_name):
+    """Explanations are graded in every lab, as in the courses this one is compared with, without crowding out
+    what the autograder checks."""
+    lab = LABS[lab_name]
+    share = sum(q.points for q in lab.written) / lab.max_points
+    assert 0.05 <= share <= 0.15, f"{lab_name}: written questions are {share:.0%} of its points; 5-15 % is asked"
