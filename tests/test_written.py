@@ -171,3 +171,14 @@ def test_every_course_lab_asks_written_questions_worth_5_to_15_percent_of_its_po
     lab = LABS[lab_name]
     share = sum(q.points for q in lab.written) / lab.max_points
     assert 0.05 <= share <= 0.15, f"{lab_name}: written questions are {share:.0%} of its points; 5-15 % is asked"
+
+
+def test_editing_a_rubric_neither_regrades_a_class_nor_makes_references_stale():
+    """Marks are scored when the class's files are built: a rubric is no input of the autograder's."""
+    from grader.grade import resume
+    from util.labs import PLUMBING, source_files
+
+    lab = LABS["lab10"]
+    assert not [p for p in resume._code_files(lab) if is_rubric(p)]
+    assert not [p for p in source_files(lab) if is_rubric(p) or p.name in ("rubric.py", "written.py")]
+    assert {"util/rubric.py", "util/written.py"} <= set(PLUMBING)

@@ -163,8 +163,8 @@ def grader_only(path: Path) -> bool:
 
 
 PLUMBING = ("util/__init__.py", "util/answers.py", "util/atomic.py", "util/checks.py", "util/contract.py",
-            "util/display.py", "util/export_cache.py", "util/moved.py", "util/netron_view.py", "util/selfcheck.py",
-            "util/submit.py")
+            "util/display.py", "util/export_cache.py", "util/moved.py", "util/netron_view.py", "util/rubric.py",
+            "util/selfcheck.py", "util/submit.py", "util/written.py")
 """Course modules that store, check, show or move a lab's values and compute none (relative to the
 repo root): a change to one of them leaves every lab's references fresh. Every other ``util`` module a
 lab imports is one of its sources (:func:`source_files`)."""
@@ -199,7 +199,8 @@ def imported_sources(lab: Lab) -> list[Path]:
     and its solution import, directly or through other course modules (plumbing included: ``from util
     import setup`` brings in the seeds): found by reading their imports, so a lab never forgets one."""
     repo = HERE.parent.parent
-    sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py")) if "__pycache__" not in p.parts]
+    sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py"))
+               if "__pycache__" not in p.parts and not is_rubric(p.relative_to(folder(lab)))]  # rubrics mark, after
     solution = repo / "solutions" / lab.notebook
     if solution.is_file():
         sources += _code_cells(solution)
