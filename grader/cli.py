@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,mark,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -14,7 +14,7 @@ from pathlib import Path
 from grader import __version__
 from grader.core.limits import Limits, parse_size
 from grader.report import lms
-from grader.report.lms.table import MISSING
+from grader.report.lms.table import MISSING, UNMARKED
 from util.labs import LABS, get_lab
 
 GRADEBOOK = Path("build/gradebook")
@@ -162,7 +162,29 @@ def parser() -> argparse.ArgumentParser:
                         "(default: 'labN: <the lab's title>')")
     e.add_argument("--missing", choices=MISSING, default="zero",
                    help="the grade of a student with no submission: zero, or blank (no grade); default zero")
+    e.add_argument("--unmarked", choices=UNMARKED, default="blank",
+                   help="a lab whose written answers are not all marked yet: blank (no grade, reported; the "
+                        "default), zero (the total so far: answers to mark count 0), or auto (the autograder's "
+                        "points alone)")
     _class_flags(e)
+
+    m = _sub(sub, "mark", "mark written answers by hand: a page on this machine, or a CSV round trip",
+             "Serve the marking page of a class folder on 127.0.0.1 (a URL with a token is printed): one written "
+             "question across the class, answers shown anonymously, rubric items by keyboard. The marks go to "
+             "CLASS/marks.sqlite; `python -m grader report` adds them to the gradebooks and feedback. With "
+             "--export-csv / --import-csv, mark offline instead.")
+    m.add_argument("out", type=Path, metavar="CLASS", help="the class folder (grade --out)")
+    m.add_argument("--port", type=int, default=0, help="the port on 127.0.0.1 (default: any free one)")
+    m.add_argument("--marker", default="", metavar="NAME",
+                   help="your name, kept with each mark for the instructor (never shown to students)")
+    m.add_argument("--export-csv", type=Path, metavar="CSV",
+                   help="write the answers still to mark to CSV (anonymous) instead of serving the page")
+    m.add_argument("--import-csv", type=Path, metavar="CSV",
+                   help="read marks back from such a CSV: all rows or, when one is bad, none")
+    m.add_argument("--question", metavar="ID", help="with --export-csv: only this question, e.g. 10.Q6")
+    m.add_argument("--all", action="store_true", help="with --export-csv: every answer, marked ones too")
+    m.add_argument("--names", action="store_true",
+                   help="with --export-csv: name each answer's submission (default: the page's pseudonym)")
 
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
     c.add_argument("paths", nargs="+", metavar="NOTEBOOK",
@@ -273,7 +295,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "export":
         from grader.report import export
         return export.main(out=args.out, fmt=args.format, labs=args.lab, columns=args.column,
-                           missing=args.missing, file=args.file, settings=_settings(args))
+                           missing=args.missing, file=args.file, settings=_settings(args), unmarked=args.unmarked)
+    if args.command == "mark":
+        if args.export_csv or args.import_csv:
+            if args.export_csv and args.import_csv:
+                print("grader: give --export-csv or --import-csv, not both", file=sys.stderr)
+                return 2
+            from grader.mark import offline
+            return offline.main(out=args.out, export_csv=args.export_csv, import_csv=args.import_csv,
+                                question=args.question, everything=args.all, names=args.names, marker=args.marker)
+        from grader.mark import server
+        return server.main(out=args.out, port=args.port, marker=args.marker)
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,

@@ -10,12 +10,13 @@ It works from any folder. ``NOTEBOOK`` is a path, or a lab's name (``labN``) or 
 ``labs/`` of the course copy this package belongs to (:func:`find_notebook`): a JupyterLab terminal
 opened by ``jupyter lab labs/`` starts in ``labs/``, the course image's in the course's root.
 ``--task N.M`` reports only that task (the whole notebook still runs: later cells may need earlier ones).
+Written answers are checked in the file itself (there, and not the length asked?), as the grader reads them.
 """
 from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from grader import REPO
@@ -26,7 +27,7 @@ from grader.execute.scratch import copy_support, kernel_env
 from grader.grade.collect import resolve_lab
 from util.contract import Lab
 from util.labs import LABS
-from util.selfcheck import TaskReport, cell_source, read_reports
+from util.selfcheck import TaskReport, cell_source, read_reports, written_outcomes
 
 
 def find_notebook(name: str | Path, cwd: Path | None = None) -> Path:
@@ -108,6 +109,9 @@ def run_selfcheck(path: Path, lab: Lab, *, cell_timeout: int | None = None,
         execution = execute(nb, scratch, kernel_env(scratch / "answers"), deadlines=deadlines,
                             extra_cells=(cell_source(lab.name, report_path, tasks),))
         reports = tuple(read_reports(report_path)) if report_path.exists() else ()
+        tasks = {t.id: t for t in lab.tasks}
+        reports = tuple(replace(r, outcomes=r.outcomes + written_outcomes(tasks[r.task_id], nb))
+                        if r.task_id in tasks else r for r in reports)
         return SelfCheck(path, lab.name, reports, execution)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

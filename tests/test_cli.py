@@ -27,7 +27,8 @@ def test_grade_keeps_going_past_unreadable_and_unknown_notebooks(tmp_path, capsy
     with (out_dir / "gradebook_lab1.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     assert [k for k in rows[0] if k[0].isdigit()] == [
-        "1.1", "1.1 max", "1.2", "1.2 max", "1.3", "1.3 max", "1.4", "1.4 max", "1.5", "1.5 max"]
+        "1.1", "1.1 max", "1.2", "1.2 max", "1.3", "1.3 max", "1.4", "1.4 max", "1.5", "1.5 max", "1.Q1", "1.Q1 max"]
+    assert (rows[0]["1.Q1"], rows[0]["max"]) == ("0", "100")  # no answer read: nothing to mark, the lab's 100 kept
     assert [(r["submission"], r["total"], r["max"], r["status"]) for r in rows] == [
         ("lab1_pytorch_analysis", "0", "100", "ungraded")]
     with (out_dir / "gradebook.csv").open() as handle:

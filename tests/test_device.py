@@ -90,7 +90,7 @@ def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_pa
     # sandbox off: the sandbox hides /tmp, where the patch lives (the device question is not the sandbox's)
     result = grade_submission(REPO / "solutions" / lab.notebook, lab, tmp_path / "out", sandbox=False)
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
-    assert failing == [] and result.score == result.max_score == 100
+    assert failing == [] and result.score == result.max_score == lab.auto_points  # written ones: by hand
     executed = nbformat.read(str(tmp_path / "out" / "executed.ipynb"), as_version=4)
     if lab_name == "lab1":  # its first cell says which device setup() returned
         printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)

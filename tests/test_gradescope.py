@@ -66,11 +66,13 @@ def test_run_autograder_grades_the_submission_into_results_json(autograder):
     root, _ = autograder
     lab = get_lab("lab1")
     data = _run_autograder(root, (REPO / "solutions" / lab.notebook, "my_lab1.ipynb"))
-    assert data["score"] == lab.max_points
-    assert [t["number"] for t in data["tests"]] == [t.id for t in lab.tasks]
+    assert data["score"] == lab.auto_points  # the written answers are marked by hand, outside Gradescope's score
+    assert [t["number"] for t in data["tests"]] == [t.id for t in lab.tasks] + [q.id for q in lab.written]
     assert all(t["status"] == "passed" and t["score"] == t["max_score"] for t in data["tests"])
+    assert [t["output"] for t in data["tests"] if t["number"] == "1.Q1"][0].startswith("answer received, ")
     assert (root / "results" / "feedback.md").read_text().count("passed") >= len(lab.tasks)
-    assert "<strong>Score: 100 / 100</strong>" in (root / "results" / "feedback.html").read_text()
+    html = (root / "results" / "feedback.html").read_text()
+    assert "<strong>Score: 95 / 100</strong> (not final: 1 written answer still to be marked)" in html
 
 
 def test_a_submission_without_a_notebook_gets_zero_and_the_reason(autograder, tmp_path):

@@ -17,8 +17,10 @@ def test_solution_gets_full_marks(graded, lab_name):
     result = graded(SOLUTIONS / lab.notebook, lab_name)
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
     assert failing == []
-    assert result.score == result.max_score == lab.max_points == 100
+    assert result.score == result.max_score == lab.auto_points and lab.max_points == 100
     assert result.execution_status == "completed" and result.notes == ()
+    assert [w.question for w in result.written] == [q.id for q in lab.written]  # found by their headings
+    assert all(w.text and w.found == "heading" for w in result.written)  # each with its model answer
 
 
 @pytest.mark.parametrize("lab_name", LAB_NAMES)
@@ -26,7 +28,8 @@ def test_generated_lab_runs_to_the_end_and_gets_zero(graded, lab_name):
     lab = DECLARED[lab_name]
     result = graded(LABS / lab.notebook, lab_name)
     assert result.execution_status == "completed"
-    assert result.score == 0 and result.max_score == lab.max_points
+    assert result.score == 0 and result.max_score == lab.auto_points
+    assert [(w.question, w.text, w.found) for w in result.written] == [(q.id, "", "cell") for q in lab.written]
     for task in result.tasks:
         assert task.status == "error", task.output()
         for check in task.checks:
@@ -48,5 +51,6 @@ def test_example_submission_gets_exactly_its_partial_score(graded, lab_name, mis
     expected = {(task_id, check) for task_id, checks in mistake.expected_failures.items() for check in checks}
     assert failed == expected
     points = {(t.id, ANSWER): t.answer_points for t in lab.tasks} | {(t.id, c.id): c.points for t in lab.tasks for c in t.cases}
-    assert 0 < result.score == lab.max_points - sum(points[key] for key in expected) < lab.max_points
+    assert 0 < result.score == lab.auto_points - sum(points[key] for key in expected) < lab.auto_points
+    assert all(w.text and w.found == "cell" for w in result.written)  # the model answers, as a student's
     assert all(c.status == "failed" for t in result.tasks for c in t.checks if (t.task_id, c.name) in expected)

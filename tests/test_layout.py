@@ -3,7 +3,8 @@
 The first test reads every core module (``grader/``, ``util/`` outside ``util/labs/labN/``); the
 second copies the course's code into a temporary repository, adds the next lab the course would
 have (``util/labs/labN/`` and ``solutions/labN_new.ipynb``, N one past the course's last lab, and
-nothing else), and builds, regenerates and grades it there with the command line, sandbox included,
+nothing else; a written question is one declaration, one rubric and one answer cell), and builds,
+regenerates and grades it there with the command line, sandbox included,
 with the test labs (numbered from 900) registered beside it. A test lab that takes a course lab's
 number is refused, naming both folders.
 """
@@ -52,7 +53,7 @@ def test_the_pattern_finds_the_ways_a_lab_is_named():
 
 TASKS_TEMPLATE = '''\
 """A lab added by a test: one folder, one notebook, nothing else touched."""
-from util.contract import Check, Lab, Task
+from util.contract import Check, Lab, Task, Written
 
 
 def _call(fn, spec):
@@ -60,7 +61,8 @@ def _call(fn, spec):
 
 
 LAB = Lab(name="labNN", title="Added lab", notebook="labNN_new.ipynb", packages=("numpy",), tasks=(
-    Task(id="NN.1", title="Squares", answer_points=4, answer="the sum of the first n squares for n = 10",
+    Task(id="NN.1", title="Squares", answer_points=2, answer="the sum of the first n squares for n = 10",
+         written=(Written("NN.Q1", "Why is the sum a cubic in n?", 2, words=(3, 60)),),
          function="squares", run_case=_call, hidden_points=6,
          checks=(Check("squares(2) = 5", lambda f: None if f(2) == 5 else f"squares(2) is {f(2)}", "1 + 4",
                        calls_function=True),)),
@@ -72,6 +74,12 @@ from util.contract import Case
 
 CASES = {"NN.1": (Case("n=20", {"n": 20}, 3), Case("n=0", {"n": 0}, 3))}
 '''
+RUBRICS_TEMPLATE = '''\
+from util.rubric import Item, Rubric
+
+RUBRICS = {"NN.Q1": Rubric(items=(Item("A", 2, "Sums n terms of order n squared", note="n^3/3 is enough"),))}
+'''
+MODEL = "Each of its n terms is at most n squared, so the sum grows like n cubed (n^3/3)."
 MISTAKES_TEMPLATE = '''\
 from util.contract import ANSWER, Mistake
 
@@ -86,8 +94,9 @@ FIXTURES = [REPO / "tests" / folder for folder in ("tinylab_labs", "hostile_labs
 """The test labs' folders (lab900, lab997, lab998), registered beside the new lab."""
 
 
-def _lab(number: int) -> tuple[str, str, str]:
-    return tuple(template.replace("NN", str(number)) for template in (TASKS_TEMPLATE, CASES_TEMPLATE, MISTAKES_TEMPLATE))
+def _lab(number: int) -> tuple[str, str, str, str]:
+    return tuple(template.replace("NN", str(number)) for template in (TASKS_TEMPLATE, CASES_TEMPLATE, MISTAKES_TEMPLATE,
+                                                                     RUBRICS_TEMPLATE))
 
 
 def _solution(number: int) -> nbformat.NotebookNode:
@@ -97,6 +106,8 @@ def _solution(number: int) -> nbformat.NotebookNode:
         new_code_cell("def squares(n):\n    ### BEGIN SOLUTION\n    return sum(i * i for i in range(1, n + 1))\n"
                       "    ### END SOLUTION"),
         new_code_cell(f'submit("{number}.1", squares(10))\ncheck("{number}.1")'),
+        new_markdown_cell("Why is the sum a cubic in n?"),
+        new_markdown_cell(f"#### Answer to Q1 (2 points, graded by hand; 3-60 words)\n\n{MODEL}"),
         new_code_cell(f'progress("lab{number}")'),
     ], metadata={"course": {"lab": f"lab{number}"}})
 
@@ -129,10 +140,11 @@ def test_the_next_lab_is_picked_up_from_its_folder_and_its_notebook_beside_the_t
     folder = repo / "util" / "labs" / name
     folder.mkdir()
     (folder / "__init__.py").write_text('"""An added lab."""\n')
-    tasks, cases, mistakes = _lab(number)
+    tasks, cases, mistakes, rubrics = _lab(number)
     (folder / "tasks.py").write_text(tasks)
     (folder / "cases.py").write_text(cases)
     (folder / "mistakes.py").write_text(mistakes)
+    (folder / "rubrics.py").write_text(rubrics)
     nbformat.write(_solution(number), str(repo / "solutions" / f"{name}_new.ipynb"))
     env = _with_fixtures()
 
@@ -140,7 +152,8 @@ def test_the_next_lab_is_picked_up_from_its_folder_and_its_notebook_beside_the_t
     assert listed[-4:] == [name, "lab900", "lab997", "lab998"]
     assert listed == sorted(listed, key=lambda n: int(n[3:]))
     _run(repo, "-m", "grader", "build", "--lab", name, env=env)
-    assert (repo / "labs" / f"{name}_new.ipynb").is_file()
+    handout = (repo / "labs" / f"{name}_new.ipynb").read_text()
+    assert "Type your answer here" in handout and MODEL not in handout  # the generated answer cell only
     assert (repo / "grader" / "examples" / name / "off_by_one.ipynb").is_file()
     _run(repo, "-m", "grader", "regen", "--lab", name, env=env)
     refs = json.loads((repo / "grader" / "references" / f"{name}.json").read_text())
@@ -152,7 +165,9 @@ def test_the_next_lab_is_picked_up_from_its_folder_and_its_notebook_beside_the_t
     rows = (out / "gradebook.csv").read_text().splitlines()
     assert len(rows) == 4, rows  # a header and the solution, the student copy and the example
     totals = sorted(json.loads(p.read_text())["score"] for p in out.glob("*/results.json"))
-    assert totals == [0, 3, 10]  # the stub, off_by_one (its answer and n=20 fail; n=0 still passes), the solution
+    assert totals == [0, 3, 8]  # the stub, off_by_one (its answer and n=20 fail; n=0 still passes), the solution
+    lab_rows = (out / f"gradebook_{name}.csv").read_text()
+    assert f"{number}.Q1,{number}.Q1 max" in lab_rows and "to mark" in lab_rows  # the solution's answer: to mark
 
 
 @pytest.mark.parametrize("taken", ["lab1", "lab01"])

@@ -98,6 +98,24 @@ def test_course_map_lists_each_lab_with_its_tasks_and_points(lab_name):
     assert len(re.findall(r"\b\d+\.\d+ ", row.split("|")[5])) == len(lab.tasks)
 
 
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_course_map_counts_each_labs_written_points(lab_name):
+    """The column 'written, marked by hand (points)': the total, each question marked with its points, the
+    practice ones by name; the points are part of the tasks' (the lab still totals 100)."""
+    lab = LABS[lab_name]
+    [row] = [line for line in README.splitlines() if line.startswith(f"| {lab_name.removeprefix('lab')} |")]
+    column = row.split("|")[6].strip()
+    graded = [q for q in lab.written if q.points]
+    if not lab.written:
+        assert column == "none yet"
+        return
+    assert column.startswith(f"{sum(q.points for q in graded):g}: ")
+    assert re.findall(r"([\w-]+) \(([\d.]+)\)", column) == [(q.label, f"{q.points:g}") for q in graded]
+    practice = [q.label for q in lab.written if not q.points]
+    assert column.endswith(f"; for practice: {', '.join(practice)}" if practice else ")")
+    assert lab.max_points == 100
+
+
 def _links(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     return [target for target in re.findall(r"\]\(([^)\s]+)\)", text)

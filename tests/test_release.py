@@ -128,7 +128,7 @@ def test_a_finished_lab_checks_from_the_copys_labs_folder_and_from_its_root(copy
 
     root = _run_in_copy(copy, copy, "-m", "grader", "check", "lab1", "--task", "1.4")
     assert root.returncode == 0, root.stdout + root.stderr
-    assert "Task 1.4 (MACs): 6/6 public checks passed" in root.stdout
+    assert "Task 1.4 (MACs): 7/7 public checks passed" in root.stdout  # 6 checks and its written Q1, answered
     assert "Task 1.1" not in root.stdout and "1/1 tasks pass all their public checks" in root.stdout
 
 

@@ -14,7 +14,10 @@ from today's solutions (and ``build --check`` deletes anything else there), whil
   in release 2) and counting as release 1 did (no ``tiny_tied``, release 3): it scored 4 before the names
   resolved from their old place;
 * ``lab7_release1``: lab 7 of commit 1eb84ea, whose task 7.3 was ``convert(..., cast_params=True)`` (release 2
-  made it ``convert_fp16_params``): graded by release 1's declaration of the task.
+  made it ``convert_fp16_params``): graded by release 1's declaration of the task;
+* ``lab10_release1``: lab 10 of commit a196ac2 (stamped release 1, as the build then stamped it), before its
+  questions Q1-Q9 got answer cells and 9 points marked by hand (release 2): graded as release 1, its exported
+  answers keep those points and it is asked no written question.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from util.labs import get_lab
 pytestmark = pytest.mark.notebook
 RELEASED = Path(__file__).resolve().parent / "released"
 SUBMISSIONS = {"lab1": "lab1_release1/lab1_pytorch_analysis.ipynb", "lab4": "lab4_release1/lab4_libtorch.ipynb",
-               "lab7": "lab7_release1/lab7_mixed_precision.ipynb"}
+               "lab7": "lab7_release1/lab7_mixed_precision.ipynb",
+               "lab10": "lab10_release1/lab10_transformer_costs.ipynb"}
 _graded: dict[str, tuple[SubmissionResult, Path]] = {}
 
 
@@ -86,3 +90,14 @@ def test_lab7_release_1_is_graded_by_release_1s_declaration_of_task_7_3(tmp_path
     [task] = [t for t in result.tasks if t.task_id == "7.3"]
     assert [c.status for c in task.checks] == ["passed"] * 3
     assert "task 7.3 called your functions as release 1 asked" in result.notes[0]
+
+
+def test_lab10_release_1_is_asked_no_written_question_and_its_answers_keep_their_points(tmp_path_factory):
+    result, out = _grade("lab10", tmp_path_factory)
+    assert result.written == ()
+    points = {t.task_id: next(c.max_score for c in t.checks if c.name == "answer") for t in result.tasks}
+    assert points == {"10.1": 3, "10.2": 4, "10.3": 2, "10.4": 3, "10.5": 5, "10.6": 5}  # release 1's
+    assert "the written questions added since (10.Q1, 10.Q2, 10.Q3, 10.Q4, 10.Q5, 10.Q6, 10.Q7, 10.Q8, 10.Q9 and " \
+           "10.Wrap-up) were not asked of you" in result.notes[0]
+    feedback = (out / "feedback.md").read_text(encoding="utf-8")
+    assert "**Score: 100 / 100**\n" in feedback and "Written answers" not in feedback

@@ -31,7 +31,7 @@ MARKER = LABS["lab1"].releases[1].marker
 
 def test_lab_1_as_release_1_graded_it_has_no_tiny_tied_case_and_release_1s_points():
     lab = LABS["lab1"]
-    assert lab.release == 2
+    assert lab.release == 3
     old = lab.as_of(1)
     assert [(t.id, t.answer_points, [c.id for c in t.cases]) for t in old.tasks] == [
         ("1.1", 6, ["resnet18 with layer1 frozen", "mobilenet_v2"]),
@@ -41,8 +41,10 @@ def test_lab_1_as_release_1_graded_it_has_no_tiny_tied_case_and_release_1s_point
                      "tiny_grouped@2x4x16x16"]),
         ("1.5", 13, ["resnet18@1x3x64x64", "tiny_grouped@2x4x16x16"])]  # the declaration of release 1, to the point
     assert old.release == 1 and old.max_points == lab.max_points == 100
-    assert lab.as_of(2) is lab and lab.as_of(7) is lab
+    assert lab.as_of(3) is lab and lab.as_of(7) is lab
     assert set(lab.added_since(1)) == {"1.1", "1.2", "1.3", "1.4", "1.5"} and lab.added_since(2) == {}
+    assert lab.as_of(2).task("1.4").answer_points == 10 and lab.as_of(2).written == ()  # Q1 came with release 3
+    assert lab.written_since(2) == lab.written_since(1) == ("1.Q1",) and lab.task("1.4").answer_points == 5
 
 
 def test_lab_4_before_release_3_has_no_tiny_tied_case_and_keeps_each_tasks_points():
@@ -59,7 +61,7 @@ def test_lab_4_before_release_3_has_no_tiny_tied_case_and_keeps_each_tasks_point
     (_nb("unstamped, but holds " + MARKER), None, 2),  # the text shows release 2
     (_nb("stamped 1, holds " + MARKER, release=1), 1, 2),  # the text wins over an older stamp
     (_nb("stamped 1", release=1), 1, 1),
-    (_nb("from a newer course", release=9), 9, 2),  # never above the lab's current release
+    (_nb("from a newer course", release=9), 9, 3),  # never above the lab's current release
     (_nb("a stamp that is not a number", release="2"), None, 1),
     (_nb("a stamp that is a boolean", release=True), None, 1),
 ])
@@ -72,18 +74,19 @@ def test_the_note_says_which_release_what_changed_and_how_it_was_graded():
     lab = LABS["lab1"]
     note = releases.note(lab, releases.built_from(_nb("old"), lab))
     assert note.startswith("Your notebook was built from release 1 of lab1 (2026-11-22); the lab is now at "
-                           "release 2 (2026-11-23). You do not need the new handout. Release 2 (2026-11-23): "
+                           "release 3 (2026-11-26). You do not need the new handout. Release 2 (2026-11-23): "
                            "The hidden models now include tiny_tied")
     assert ("You were graded as release 1 was: the hidden checks added since (tiny_tied and tiny_tied@2x4x16x16, "
             "in tasks 1.1, 1.2, 1.3, 1.4 and 1.5) were not run") in note
+    assert "the written question added since (1.Q1) was not asked of you" in note
     assert len(note) < 2000 and "\n" not in note  # one note, whole
-    assert releases.note(lab, releases.built_from(_nb(MARKER, release=2), lab)) is None
+    assert releases.note(lab, releases.built_from(_nb(lab.releases[2].marker, release=3), lab)) is None
     newer = releases.note(lab, releases.built_from(_nb("x", release=9), lab))
-    assert "release 9 of lab1" in newer and "graded as release 2" in newer
+    assert "release 9 of lab1" in newer and "graded as release 3" in newer
 
 
 def test_a_release_that_changed_nothing_graded_says_so():
-    lab = LABS["lab3"]
+    lab = LABS["lab3"].as_of(3)  # releases 2 and 3 moved names and stated rules (4 asks written questions)
     note = releases.note(lab, releases.built_from({"cells": [], "metadata": {}}, lab))
     assert "Release 2 (2026-11-23): gemm_chain_graph and perturbed moved" in note and "Release 3" in note
     assert note.endswith("Nothing graded changed since release 1: you were graded as the current release grades.")
@@ -170,8 +173,8 @@ def test_regen_refuses_and_writes_nothing(tmp_path, monkeypatch):
 
 def test_the_references_record_their_release_and_what_each_check_is_worth():
     refs = regen.load(LABS["lab1"])
-    assert refs["provenance"]["release"] == 2
-    assert refs["graded"]["1.4"] == {"answer": 10, "cases": {c.id: 6 for c in LABS["lab1"].task("1.4").cases}}
+    assert refs["provenance"]["release"] == 3
+    assert refs["graded"]["1.4"] == {"answer": 5, "cases": {c.id: 6 for c in LABS["lab1"].task("1.4").cases}}
 
 
 def test_the_release_rides_in_the_result_the_record_and_gradescopes_results():

@@ -233,7 +233,8 @@ def test_grader_check_works_in_the_student_image_where_no_reference_exists(stude
     mistake = REPO / "grader" / "examples" / "lab1" / "grouped_conv_ignored.ipynb"
     result = _run_in(student_image, "-m", "grader", "check", str(mistake))
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "Task 1.4 (MACs): 4/6 public checks passed" in result.stdout
+    assert "Task 1.4 (MACs): 5/7 public checks passed" in result.stdout  # 6 checks and its written Q1, answered
+    assert "ok      Q1 answered in 30-200 words (a TA marks it)" in result.stdout
     assert "FAILED  count_macs on Conv2d(4, 8, 3, padding=1, groups=2) at 1x4x8x8" in result.stdout
     assert "the total is 18,432; expected 9,216" in result.stdout
     assert "4/5 tasks pass all their public checks" in result.stdout

@@ -5,7 +5,10 @@ One declaration (``util/labs/labN/tasks.py``) drives three things:
 * the notebook: ``util.submit("1.4", value)`` looks the task up here to print a titled block
   and to check the *shape* of the answer (never its correctness);
 * the grader: points, tolerance and the hidden cases it calls the student's functions on;
-* reference regeneration: the grader runs the solution through the same path and stores what it got.
+* reference regeneration: the grader runs the solution through the same path and stores what it got;
+* written answers (:class:`Written`): the answer cell the build generates, what the self-check and the
+  grader read from the notebook, and the points a TA marks by hand (``python -m grader mark``) against
+  the lab's grader-only rubrics (``util/labs/labN/rubrics.py``, :mod:`util.rubric`).
 
 The hidden cases themselves are the one part students never hold: a lab declares them in its
 grader-only ``cases.py`` (``CASES``: task id -> its :class:`Case` s, matched by
@@ -72,6 +75,48 @@ class Case:
     """The lab release (:class:`Release`) that added this case. A notebook built from an earlier release
     was never told what it tests, so it is graded without it (:meth:`Lab.as_of`). A case added to a
     released lab must name the new release (``python -m grader regen`` refuses otherwise)."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """A question a student answers in words, marked by hand against a rubric: part of a task's points.
+
+    The question is stated in the handout (``prompt``, checked there by the build), followed by an
+    answer cell the build generates: a Markdown cell headed ``#### Answer to Q6 (2 points, graded by
+    hand; 20-120 words)`` whose metadata names the question (:mod:`util.written`). The grader reads the
+    answer from the submitted notebook's JSON; a TA marks it with the question's rubric, which is
+    grader-only (``util/labs/labN/rubrics.py``: students, kernels and judges never see it)."""
+
+    id: str
+    """``"<lab number>.<label>"``, e.g. ``"10.Q6"``; unique across the course. The label (``Q6``) is what
+    the notebook calls the question."""
+    prompt: str
+    """The question as the handout states it (whitespace aside): ``build --check`` fails when the task's
+    section does not hold it. The marking page shows it above each answer."""
+    points: float
+    """Points a TA gives by hand (0 for a question asked for practice, never marked)."""
+    words: tuple[int, int] = (10, 300)
+    """The length asked, in words: the self-check says when an answer is shorter or longer; the grader
+    marks it all the same (an answer is kept up to :data:`util.written.MAX_CHARACTERS` characters)."""
+    since: int = 1
+    """The lab release that added the question (as :attr:`Case.since`): a notebook built from an earlier
+    release has no answer cell for it, so it is graded without it and the points go back to the task's
+    exported answer (:meth:`Lab.as_of`)."""
+
+    @property
+    def label(self) -> str:
+        """What the handout calls the question: ``Q6`` for ``10.Q6``."""
+        return self.id.split(".", 1)[1]
+
+    def __post_init__(self) -> None:
+        lab, dot, label = self.id.partition(".")
+        if not (lab.isdigit() and dot and label and label.replace("_", "").replace("-", "").isalnum()):
+            raise ValueError(f"written question {self.id!r}: its id is '<lab number>.<label>' (letters, digits, - "
+                             "and _), e.g. '10.Q6'")
+        low, high = self.words
+        if not 0 <= low <= high or self.points < 0 or not self.prompt.strip():
+            raise ValueError(f"written question {self.id}: needs a prompt, points >= 0 and words (low, high) "
+                             f"with 0 <= low <= high; found points={self.points}, words={self.words}")
 
 
 @dataclass(frozen=True)
@@ -142,11 +187,18 @@ class Task:
     processes of its own; a check that raises, crashes or overruns fails only its case."""
     checks: tuple[Check, ...] = ()
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
+    written: tuple[Written, ...] = ()
+    """Questions answered in words and marked by hand (:class:`Written`), in notebook order."""
+
+    @property
+    def auto_points(self) -> float:
+        """What the autograder decides: the public answer plus every hidden case (:attr:`hidden_points`)."""
+        return self.answer_points + self.hidden_points
 
     @property
     def max_points(self) -> float:
-        """Public answer plus every hidden case (:attr:`hidden_points`)."""
-        return self.answer_points + self.hidden_points
+        """The task's points (its heading's): the autograder's plus the written questions'."""
+        return self.auto_points + sum(question.points for question in self.written)
 
     def __post_init__(self) -> None:
         if self.hidden_points is None:
@@ -163,6 +215,11 @@ class Task:
             raise ValueError(f"task {self.id} has duplicate case ids: {ids}")
         if any(check.calls_function for check in self.checks) and self.function is None:
             raise ValueError(f"task {self.id} has a function check but names no student function")
+        lab = self.id.split(".")[0]
+        wrong = [q.id for q in self.written if q.id.split(".")[0] != lab]
+        if wrong:
+            raise ValueError(f"task {self.id}: written questions {', '.join(wrong)} must be numbered in lab {lab} "
+                             f"('{lab}.Q1', ...)")
 
 
 @dataclass(frozen=True)
@@ -277,8 +334,14 @@ class Lab:
             raise ValueError(f"{self.name}: releases must be numbered 1, 2, ... in order; found {numbers}")
         late = [f"{t.id} {c.id} (since {c.since})" for t in self.tasks for c in t.cases
                 if not 1 <= c.since <= self.release]
+        late += [f"{t.id} {q.id} (since {q.since})" for t in self.tasks for q in t.written
+                 if not 1 <= q.since <= self.release]
         if late:
-            raise ValueError(f"{self.name}: cases name a release the lab does not declare: {', '.join(late)}")
+            raise ValueError(f"{self.name}: cases or written questions name a release the lab does not declare: "
+                             f"{', '.join(late)}")
+        questions = [q.id for t in self.tasks for q in t.written]
+        if len(questions) != len(set(questions)):
+            raise ValueError(f"{self.name}: two written questions share an id: {questions}")
         tasks = {t.id: t for t in self.tasks}
         for release in self.releases:
             for old in release.previous:
@@ -289,7 +352,18 @@ class Lab:
 
     @property
     def max_points(self) -> float:
+        """Every point of the lab: the autograder's and the written questions'."""
         return sum(task.max_points for task in self.tasks)
+
+    @property
+    def auto_points(self) -> float:
+        """The points the autograder decides (:attr:`max_points` less the written questions')."""
+        return sum(task.auto_points for task in self.tasks)
+
+    @property
+    def written(self) -> tuple[Written, ...]:
+        """Every written question of the lab, in notebook order."""
+        return tuple(q for task in self.tasks for q in task.written)
 
     @property
     def release(self) -> int:
@@ -298,10 +372,10 @@ class Lab:
 
     def as_of(self, release: int) -> "Lab":
         """The lab as release ``release`` graded it: a task a later release changed is declared as it was
-        (``Release.previous``), the cases added later (``Case.since``) are left out and their points go back
-        to their task's exported answer, where they were before those cases existed; every task keeps its
-        points. Its :attr:`release` is ``release``; the current release (or a
-        later one) is the lab itself."""
+        (``Release.previous``), the cases and written questions added later (``Case.since``,
+        ``Written.since``) are left out and their points go back to their task's exported answer, where
+        they were before; every task keeps its points. Its :attr:`release` is ``release``; the current
+        release (or a later one) is the lab itself."""
         if release >= self.release:
             return self
         declared = {t.id: t for t in self.tasks}
@@ -309,10 +383,13 @@ class Lab:
             declared.update({old.id: old for old in later.previous})
         tasks = []
         for task in (declared[t.id] for t in self.tasks):
-            later = sum(case.points for case in task.cases if case.since > release)
+            later_cases = sum(case.points for case in task.cases if case.since > release)
+            later = later_cases + sum(q.points for q in task.written if q.since > release)
+            newer = any(c.since > release for c in task.cases) or any(q.since > release for q in task.written)
             tasks.append(replace(task, cases=tuple(c for c in task.cases if c.since <= release),
+                                 written=tuple(q for q in task.written if q.since <= release),
                                  answer_points=task.answer_points + later,
-                                 hidden_points=task.hidden_points - later) if later else task)
+                                 hidden_points=task.hidden_points - later_cases) if newer else task)
         return replace(self, tasks=tuple(tasks), releases=self.releases[:max(release, 1)])
 
     @property
@@ -343,6 +420,11 @@ class Lab:
         then = {t.id: {c.id for c in t.cases} for t in self.as_of(release).tasks}
         found = {t.id: tuple(c.id for c in t.cases if c.id not in then[t.id]) for t in self.tasks}
         return {task_id: cases for task_id, cases in found.items() if cases}
+
+    def written_since(self, release: int) -> tuple[str, ...]:
+        """Ids of the written questions that ``release`` did not ask (:meth:`as_of`)."""
+        then = {q.id for q in self.as_of(release).written}
+        return tuple(q.id for q in self.written if q.id not in then)
 
     def redeclared_since(self, release: int) -> tuple[str, ...]:
         """Ids of the tasks a later release changed, which :meth:`as_of` declares as ``release`` had them."""

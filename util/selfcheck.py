@@ -10,6 +10,11 @@ function up in the notebook's namespace, then runs the task's public checks (``T
 declared in ``util/labs/labN/public_checks.py``). It never reads the grader's reference file and never runs a
 hidden case: passing every public check is necessary, not sufficient, for full marks.
 ``python -m grader check labN`` (from any folder) runs the same checks on a fresh run of a whole notebook.
+
+A task's written questions worth points get a check each: is the answer there (not the placeholder), and
+of the length asked? It reads the notebook as last saved (:func:`util.written.saved_notebook`: JupyterLab
+and VS Code say where it is; ``python -m grader check`` reads the file it runs); what the answer says is
+for the TA who marks it.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+import util.written as written
 from util.answers import AnswerError, output_dir, read_answers, to_jsonable, write_json
 from util.contract import Check, Lab, Task
 
@@ -52,6 +58,8 @@ class TaskReport:
     hidden_points: float = 0.0
     """What the hidden cases the grader also runs are worth (their inputs and answers are not in the students'
     copy: the grader brings them when it grades)."""
+    written: int = 0
+    """How many of its written questions a TA marks by hand."""
 
     @property
     def passed(self) -> bool:
@@ -73,13 +81,14 @@ class TaskReport:
                 shown = (o.message, o.hint)
         more = "the reference answer" + (f" and hidden cases worth {self.hidden_points:g} points, on inputs only the grader holds"
                                          if self.hidden_points else "")
-        lines.append(f"  (the grader also compares with {more}: passing here is not full marks)")
+        marked = f"; a TA marks {'its written answer' if self.written == 1 else 'its written answers'}" if self.written else ""
+        lines.append(f"  (the grader also compares with {more}{marked}: passing here is not full marks)")
         return "\n".join(lines)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TaskReport":
         return cls(data["task_id"], data["title"], tuple(CheckOutcome(**o) for o in data["outcomes"]),
-                   data.get("hidden_points", 0.0))
+                   data.get("hidden_points", 0.0), data.get("written", 0))
 
 
 def _error(exc: BaseException) -> str:
@@ -123,14 +132,43 @@ def run_check(check: Check, task: Task, answer: Any, namespace: Mapping[str, Any
     return CheckOutcome(check.name, "failed", str(found), check.hint)
 
 
-def task_report(lab: Lab, task: Task, namespace: Mapping[str, Any], answers: Mapping[str, Any]) -> TaskReport:
-    """Every public check of ``task``, on ``answers[task.id]`` and the functions in ``namespace``."""
+NOT_SAVED = object()
+"""``nb`` of :func:`task_report` when the notebook's file could not be found."""
+
+
+def written_outcomes(task: Task, nb: Any) -> tuple[CheckOutcome, ...]:
+    """A check per written question of ``task`` worth points: its answer in ``nb`` (the notebook's JSON, or
+    :data:`NOT_SAVED`) is there and of the length asked."""
+    out = []
+    for question in (q for q in task.written if q.points):
+        low, high = question.words
+        name = f"{question.label} answered in {low}-{high} words (a TA marks it)"
+        if nb is NOT_SAVED:
+            out.append(CheckOutcome(name, "missing", "this kernel cannot tell which file its notebook is, to read your "
+                                    "written answers", f"save the notebook, then run `python -m grader check "
+                                    f"lab{task.id.split('.')[0]} --task {task.id}` in a terminal"))
+            continue
+        answer = written.find(nb, question)
+        problem = written.problem(answer, question)
+        status = "passed" if problem is None else "missing" if not answer.answered else "failed"
+        out.append(CheckOutcome(name, status, problem or "",
+                                "" if problem is None else "written answers are read from the notebook as last saved: "
+                                                           "save it first"))
+    return tuple(out)
+
+
+def task_report(lab: Lab, task: Task, namespace: Mapping[str, Any], answers: Mapping[str, Any],
+                nb: Any = None) -> TaskReport:
+    """Every public check of ``task``, on ``answers[task.id]`` and the functions in ``namespace``; and its
+    written answers in ``nb`` (the saved notebook's JSON, :data:`NOT_SAVED`, or ``None``: not checked)."""
     outcomes = tuple(run_check(c, task, answers.get(task.id), namespace, task.id in answers) for c in task.checks)
-    return TaskReport(task.id, task.title, outcomes, task.hidden_points)
+    outcomes += written_outcomes(task, nb) if nb is not None else ()
+    return TaskReport(task.id, task.title, outcomes, task.hidden_points, sum(bool(q.points) for q in task.written))
 
 
-def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:
-    """Reports for a task id (``"1.4"``) or a whole lab (``"labN"``), answers read from this notebook's exports."""
+def reports(target: str, namespace: Mapping[str, Any], *, with_written: bool = True) -> list[TaskReport]:
+    """Reports for a task id (``"1.4"``) or a whole lab (``"labN"``), answers read from this notebook's exports
+    and, ``with_written``, its written answers from its saved file."""
     from util.labs import LABS, find_task
 
     if target in LABS:
@@ -139,7 +177,10 @@ def reports(target: str, namespace: Mapping[str, Any]) -> list[TaskReport]:
         lab, task = find_task(target)
         tasks = (task,)
     answers = read_answers(output_dir(lab.name))
-    return [task_report(lab, task, namespace, answers) for task in tasks]
+    nb = None
+    if with_written and any(q.points for task in tasks for q in task.written):
+        nb = written.saved_notebook(dict(namespace)) or NOT_SAVED
+    return [task_report(lab, task, namespace, answers, nb) for task in tasks]
 
 
 def check(target: str, namespace: Mapping[str, Any] | None = None) -> None:
@@ -160,9 +201,10 @@ def write_reports(lab_name: str, namespace: Mapping[str, Any], path: str, tasks:
     """Run every public check of ``lab_name`` (only those of ``tasks`` if given) and write the
     reports as JSON to ``path``.
 
-    Used by ``python -m grader check``, which appends a call to a fresh run of the notebook.
+    Used by ``python -m grader check``, which appends a call to a fresh run of the notebook, and adds the
+    written answers' checks itself, from the file (:func:`written_outcomes`).
     """
-    found = [report for target in (tasks or (lab_name,)) for report in reports(target, namespace)]
+    found = [report for target in (tasks or (lab_name,)) for report in reports(target, namespace, with_written=False)]
     write_json(Path(path), [asdict(report) for report in found])
 
 

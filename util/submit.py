@@ -50,15 +50,38 @@ def submit(task_id: str, value: Any) -> None:
     print(f"    (exported to {path.name} for grading)")
 
 
-def progress(lab_name: str) -> None:
-    """Print which tasks of a lab this notebook has exported so far (not whether they are right)."""
+def _written_state(question, nb) -> str:
+    import util.written as written
+
+    if nb is None:
+        return "save, then python -m grader check"
+    answer = written.find(nb, question)
+    return f"{answer.words} words" if answer.answered else "not yet"
+
+
+def progress(lab_name: str, namespace: Mapping[str, Any] | None = None) -> None:
+    """Print which tasks of a lab this notebook has exported so far (not whether they are right), and how
+    long each written answer is in the notebook as last saved (``namespace``: the caller's globals, which
+    say where the notebook is)."""
+    import inspect
+
+    import util.written as written
     from util.labs import get_lab
 
+    if namespace is None:
+        caller = inspect.currentframe().f_back
+        namespace = caller.f_globals if caller is not None else {}
     lab = get_lab(lab_name)
     answers = read_answers(output_dir(lab.name))
     rows = [[t.id, t.title, f"{t.max_points:g}", "exported" if t.id in answers else "not yet",
              f"hidden cases ({t.hidden_points:g} points)" if t.hidden_points else ""] for t in lab.tasks]
+    scored = [q for q in lab.written if q.points]
+    nb = written.saved_notebook(dict(namespace)) if scored else None
+    rows += [[q.id, f"{q.label}, written", f"{q.points:g}", _written_state(q, nb), "marked by hand"] for q in scored]
     # task ids are text: "4.0" must not be printed as the number 4
     print(tabulate(rows, headers=["task", "title", "points", "answer", "grader also runs"], disable_numparse=[0]))
-    print(f"{sum(t.id in answers for t in lab.tasks)}/{len(lab.tasks)} tasks exported. "
-          "Correctness is decided by the grader, on these answers and on hidden inputs.")
+    print(f"{sum(t.id in answers for t in lab.tasks)}/{len(lab.tasks)} tasks exported"
+          + (f", {sum(nb is not None and written.find(nb, q).answered for q in scored)}/{len(scored)} written answers "
+             "(as last saved)" if scored else "")
+          + ". Correctness is decided by the grader, on these answers and on hidden inputs"
+          + (", and by a TA on the written answers." if scored else "."))

@@ -12,6 +12,10 @@ support files with the mistake applied. Support folders' ``build/`` sub-folders 
 Every notebook the build writes carries the lab's current release (``metadata.course.release``,
 :func:`stamp`): the grader grades a submission as its release was graded (:mod:`grader.core.releases`).
 
+Each written question's answer cell is checked in the solution and generated in the students' copy from
+the declaration (:mod:`grader.author.answer_cells`): the model answer never leaves ``solutions/``; the
+lab's rubrics must match its written questions (:func:`util.rubric.problems`).
+
 A lab's figures (``util/labs/labN/figures.py``, see :mod:`grader.author.figures`) are drawn and
 embedded as attachments of the solution's markdown cells, so the build also rewrites the solution
 notebook of a lab that has figures, and only those attachments in it.
@@ -31,7 +35,7 @@ from pathlib import Path
 import nbformat
 
 from grader import REPO
-from grader.author import figures, handouts, surface
+from grader.author import answer_cells, figures, handouts, surface
 from grader.author.markers import (
     MarkerError,
     has_markers,
@@ -40,7 +44,7 @@ from grader.author.markers import (
     stub_regions,
 )
 from grader.core import notebook
-from util import labs
+from util import labs, rubric
 from util.contract import Lab, Mistake
 
 SOLUTIONS, LABS, EXAMPLES = REPO / "solutions", REPO / "labs", REPO / "grader" / "examples"
@@ -127,6 +131,8 @@ def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
     problems += [f"{where}: release {r.number}'s marker {r.marker!r} is not in the notebook (Release.marker must be "
                  "text every handout from that release on holds: it tells an unstamped notebook's release)"
                  for r in lab.releases if r.marker and r.marker not in text]
+    problems += answer_cells.problems(lab, nb, where)
+    problems += rubric.problems(lab, labs.rubrics(lab))
     return problems
 
 
@@ -148,7 +154,7 @@ def student_copy(lab: Lab, nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.source = stub_regions(cell.source, task_id, titles.get(task_id), f"{lab.notebook} cell {index}")
         elif has_markers(cell.source):
             raise MarkerError(f"{lab.notebook} cell {index}: solution markers in a {cell.cell_type} cell")
-    return nb
+    return answer_cells.for_students(lab, nb)
 
 
 def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake,
@@ -158,7 +164,7 @@ def example_copy(lab: Lab, nb: nbformat.NotebookNode, mistake: Mistake,
     ``support`` (relative path -> text, see :func:`support_files`) is edited in place the same way:
     a replacement must occur exactly once in the notebook's code cells and those files together.
     """
-    nb = stamp(lab, notebook.strip_outputs(copy.deepcopy(nb)))
+    nb = answer_cells.for_examples(lab, stamp(lab, notebook.strip_outputs(copy.deepcopy(nb))))
     code = [c for c in nb.cells if c.cell_type == "code"]
     support = {} if support is None else support
     for old, new in mistake.replacements:

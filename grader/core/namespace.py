@@ -2,7 +2,8 @@
 
 A gradebook folder (``--out``) holds both the class files the grader writes (``gradebook.csv``,
 ``gradebook_<lab>.csv``, ``statistics.csv``, ``report.html``, ``class.json``,
-``regrade_diff.csv``, ``export_<format>.csv``) and one folder per submission, named after what
+``regrade_diff.csv``, ``export_<format>.csv``, the marks of written answers ``marks.sqlite`` and the
+journal SQLite keeps beside it while writing) and one folder per submission, named after what
 was submitted (:func:`grader.grade.collect.folder_name`). A notebook called ``gradebook.csv.ipynb``
 once took the folder ``gradebook.csv`` and the class's gradebook could not be written at all.
 
@@ -20,7 +21,7 @@ import os
 import unicodedata
 from pathlib import Path
 
-CLASS_SUFFIXES = (".csv", ".html", ".json", ".md", ".txt", ".zip", ".png", ".log")
+CLASS_SUFFIXES = (".csv", ".html", ".json", ".md", ".txt", ".zip", ".png", ".log", ".sqlite", ".sqlite-journal")
 """Suffixes only the grader's class files may end with; a new kind of class file takes one of these
 (or a new one added here), never a name a submission could have."""
 

@@ -65,6 +65,7 @@ def note(lab: Lab, built: Built) -> str | None:
     dates = {r.number: r.date for r in lab.releases}
     later = [r for r in lab.releases if r.number > built.release]
     added = lab.added_since(built.release)
+    questions = list(lab.written_since(built.release))
     redeclared = lab.redeclared_since(built.release)
     lines = [f"Your notebook was built from release {built.release} of {lab.name} ({dates[built.release]}); "
              f"the lab is now at release {lab.release} ({dates[lab.release]}). You do not need the new handout."]
@@ -77,6 +78,11 @@ def note(lab: Lab, built: Built) -> str | None:
         cases = sorted({case for ids in added.values() for case in ids})
         graded.append(f"the hidden checks added since ({_list(cases)}, in tasks {_list(list(added))}) were not run, "
                       "and their points count toward each task's exported answer instead")
+    if questions:
+        graded.append(f"the written question{'s' if len(questions) > 1 else ''} added since ({_list(questions)}) "
+                      f"{'were' if len(questions) > 1 else 'was'} not asked of you, and "
+                      f"{'their' if len(questions) > 1 else 'its'} points count toward the task's exported answer "
+                      "instead")
     if graded:
         lines.append(f"You were graded as release {built.release} was: {'; '.join(graded)}.")
     else:

@@ -12,11 +12,13 @@ for where it writes (Gradescope is told to show every output as plain text).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grader.core.safe_text import LIMIT_MESSAGE, LIMIT_NAME, file_name, plain
 from util.contract import ANSWER  # noqa: F401  (re-exported: the check on a task's exported answer)
+from util.written import FOUND, MAX_CHARACTERS
 
 STATUSES = ("passed", "failed", "error", "timeout", "memory", "crash", "missing")
 """Every status a check can have. Only ``passed`` earns points."""
@@ -91,6 +93,44 @@ class TaskResult:
 
 
 @dataclass(frozen=True)
+class WrittenAnswer:
+    """A written answer as the grader received it, kept for marking by hand (:mod:`grader.mark`); the
+    autograder gives it no points. Its text is cleaned when it is made (valid UTF-8, no control
+    characters, at most :data:`util.written.MAX_CHARACTERS` characters), so every reader gets it bounded."""
+
+    question: str
+    """The question's id, e.g. ``10.Q6``."""
+    text: str
+    """The answer (heading and placeholder removed); ``""`` when there is none."""
+    found: str = "cell"
+    """How the grader found it: :data:`util.written.FOUND` (``heading``: the cell's metadata was gone)."""
+
+    def __post_init__(self) -> None:
+        _set(self, "question", plain(self.question, 64))
+        _set(self, "text", plain(self.text, MAX_CHARACTERS).strip())
+        if self.found not in FOUND:
+            _set(self, "found", "none")
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of the text: a mark is kept for this text, and an answer whose text changed is re-marked."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def words(self) -> int:
+        return len(self.text.split())
+
+    def describe(self) -> str:
+        """What the student is told at submission: ``answer received, 142 words`` or why none was."""
+        if self.found == "none":
+            return "no answer cell was found: the question is marked as unanswered"
+        if not self.text:
+            return "the answer cell is empty: the question is marked as unanswered"
+        cut = " (cut: only the first part is read)" if self.text.endswith("characters cut]") else ""
+        return f"answer received, {self.words} words{cut}; it is marked by hand"
+
+
+@dataclass(frozen=True)
 class SubmissionResult:
     """The grade of one submitted notebook."""
 
@@ -110,6 +150,9 @@ class SubmissionResult:
     release: int | None = None
     """The lab release the notebook was built from and graded as (:mod:`grader.core.releases`); ``None``
     when nothing was read."""
+    written: tuple[WrittenAnswer, ...] = ()
+    """The answers to the written questions its release asks, as received (marked by hand later;
+    :mod:`grader.mark`)."""
     leaderboard: tuple[tuple[str, float, str], ...] = ()
     """``(title, value, "asc"|"desc")`` of the lab's leaderboard figure (``util.contract.Leaderboard``), as the
     grader measured it, when it has one: Gradescope's ``leaderboard`` key."""
@@ -141,14 +184,18 @@ class SubmissionResult:
         tasks = tuple(TaskResult(t["task_id"], t["title"], tuple(CheckResult(**c) for c in t["checks"]))
                       for t in data["tasks"])
         release = data.get("release")
+        written = tuple(WrittenAnswer(w["question"], w["text"], w.get("found", "cell"))
+                        for w in data.get("written", ()) if isinstance(w, dict))
         board = tuple((str(n), float(v), str(o)) for n, v, o in data.get("leaderboard") or ())
         return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
-                   tuple(data.get("notes", ())), release if isinstance(release, int) else None, board)
+                   tuple(data.get("notes", ())), release if isinstance(release, int) else None, written, board)
 
     def to_gradescope_dict(self) -> dict[str, Any]:
         """Gradescope's results.json schema; every output and name is shown as plain text
         (``output_format``, ``test_output_format``, ``test_name_format``: ``text``), never as
-        Markdown or HTML. The lab release the notebook was built from rides in ``extra_data``."""
+        Markdown or HTML. The lab release the notebook was built from rides in ``extra_data``. Each written
+        answer is a test worth 0 that says whether it was received (it is marked by hand, outside
+        Gradescope's autograder score): a missing answer shows at submission time, not at marking."""
         extra = {"extra_data": {"release": self.release}} if self.release is not None else {}
         if self.leaderboard:
             extra["leaderboard"] = [{"name": n, "value": v, "order": o} for n, v, o in self.leaderboard]
@@ -171,5 +218,16 @@ class SubmissionResult:
                     "extra_data": {"status": t.status},
                 }
                 for t in self.tasks
+            ] + [
+                {
+                    "name": f"Written answer {w.question} (graded by hand)",
+                    "number": w.question,
+                    "score": 0,
+                    "max_score": 0,
+                    "status": "passed" if w.text else "failed",
+                    "output": w.describe(),
+                    "visibility": "visible",
+                }
+                for w in self.written
             ],
         }

@@ -114,21 +114,21 @@ _FORMULA = tuple("=+-@\t\r\n") + ("\uff1d", "\uff0b", "\uff0d", "\uff20")  # and
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
-def csv_cell(value: Any) -> str | int | float:
+def csv_cell(value: Any, limit: int = LIMIT_MESSAGE) -> str | int | float:
     """A value for one CSV cell that no spreadsheet runs as a formula.
 
     Numbers (not booleans) are returned as they are, and so is text that is one plain number
     (``"+5"``, ``"-0.5"``). Other text is ``plain``; when it starts with ``= + - @``, a tab or a
     line break, it gets a leading ``'`` (spreadsheets then show it as text). ``None`` is the empty
-    cell. At most :data:`LIMIT_MESSAGE` characters.
+    cell. At most ``limit`` characters (:data:`LIMIT_MESSAGE` unless given: a written answer is longer).
     """
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
     if value is None:
         return ""
-    text = plain(value, LIMIT_MESSAGE)
+    text = plain(value, limit)
     if text.startswith(_FORMULA) and not _NUMBER.fullmatch(text):
-        return "'" + plain(value, LIMIT_MESSAGE - 1)
+        return "'" + plain(value, limit - 1)
     return text
 
 

@@ -12,7 +12,8 @@ The key hashes everything that can change a score:
   the lab's folder and declared modules (its judges included), the grader's comparison and scoring
   modules (``grader/judge/``), and the course's own copy of the lab's support files (``labs/<lab
   folder>/cpp/``). Changes to the rest of ``grader/`` (the command line, the executor) do not
-  regrade a class: ``--force`` does;
+  regrade a class: ``--force`` does; nor do the labs' rubrics (marks are scored when the class's files
+  are built, :mod:`grader.mark`);
 * ``limits``: the time, memory, process, file-size and output limits.
 
 A rerun skips a submission whose key is unchanged and regrades it when any part changed;
@@ -86,7 +87,8 @@ def submission_files(path: Path, lab: Lab) -> list[Path]:
 
 
 def _code_files(lab: Lab) -> list[Path]:
-    files = sorted((REPO / "util").rglob("*.py"))  # the declarations and everything the kernel runs
+    files = sorted(p for p in (REPO / "util").rglob("*.py")  # the declarations and everything the kernel runs,
+                   if not labs.is_rubric(p.relative_to(REPO)))  # not the rubrics: they mark, after grading
     files += labs.source_files(lab)  # the lab's folder (its judges too) and its shared modules
     for module in SCORING_MODULES:
         files += sorted((REPO / module).rglob("*.py"))

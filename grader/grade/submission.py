@@ -16,7 +16,7 @@ from pathlib import Path
 
 from grader.core import files, notebook, releases
 from grader.core.limits import Limits, format_size
-from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult
+from grader.core.results import ANSWER, CheckResult, SubmissionResult, TaskResult, WrittenAnswer
 from grader.core.safe_text import file_name, json_value, plain
 from grader.grade.collect import refusal
 from grader.grade.diagnosis import diagnose
@@ -25,6 +25,7 @@ from grader.judge import references
 from grader.judge.exports import HIDDEN
 from grader.judge.score import score
 from grader.report import feedback, leaderboard
+from util import written
 from util.answers import write_json
 from util.contract import Lab
 
@@ -75,6 +76,13 @@ def _graded_as(nb, path: Path, lab: Lab) -> tuple[str, ...]:
         return (f"this notebook is {own} (by its {'metadata' if notebook.metadata_lab(nb) else 'name'})"
                 f" but was graded as {lab.name}: check that you submitted the right notebook",)
     return ()
+
+
+def written_answers(nb, lab: Lab) -> tuple[WrittenAnswer, ...]:
+    """The answers to ``lab``'s written questions in ``nb`` (the notebook's JSON), as received: read from
+    the file, never from the kernel (:func:`util.written.find`), cleaned and bounded."""
+    found = (written.find(nb, question) for question in lab.written)
+    return tuple(WrittenAnswer(answer.question, answer.text, answer.found) for answer in found)
 
 
 def _refused(tasks: tuple[TaskResult, ...], refused: dict[str, str], answers: dict) -> tuple[TaskResult, ...]:
@@ -142,7 +150,7 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         notes += (f"{format_size(run.execution.output_dropped)} of printed output was dropped (output is "
                   "kept up to a limit; it is never graded)",)
     result = SubmissionResult(str(path), lab.name, tasks, run.execution.seconds, run.execution.status, notes,
-                              built.release, _leaderboard(lab, run.facts, tasks))
+                              built.release, written_answers(nb, graded), _leaderboard(lab, run.facts, tasks))
     if out_dir:
         write_json(out_dir / "results.json", result.to_gradescope_dict())
         write_json(out_dir / "answers.json", json_value(run.answers))  # valid UTF-8, whatever the strings hold

@@ -1,7 +1,8 @@
 """The class, as the gradebook folder holds it: every stored result, with the instructor's settings applied.
 
 Every class-level output is built here from the records (``grading.json``) in the gradebook
-folder, never from one run's results alone: grading one student again replaces that student's
+folder and the marks of the written answers (``marks.sqlite``, :mod:`grader.mark`), never from one run's
+results alone: grading one student again replaces that student's
 row and keeps everyone else's. :func:`build` reads the records and the class settings (roster,
 overrides, deadlines and extensions, late policy: :mod:`grader.report.settings`) into rows;
 :func:`write` writes the gradebooks, ``statistics.csv``, every student's ``feedback.md`` and
@@ -22,10 +23,11 @@ from grader.core import files
 from grader.core import records as stored_records
 from grader.core.namespace import class_file, move_reserved
 from grader.core.records import RECORD, Previous
+from grader.mark import state, store
 from grader.report import feedback, gradebook, late, overrides, report_page, roster, stats
 from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Cell, Row
 from grader.report.settings import Settings
-from util.labs import LABS
+from util.labs import LABS, rubrics
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
         problems.append(str(exc))
         policy, deadlines = late.Policy(), {}
     same = _identical(records)
+    marks = state.index(store.load(out))
+    lab_rubrics = {lab: rubrics(LABS[lab]) for lab in {r.result.lab for r in records.values()} if lab in LABS}
 
     owner, unowned = {}, []
     for name, record in records.items():
@@ -125,13 +129,20 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
         cells = tuple(Cell(t.task_id, t.title, applied[(name, t.task_id)].new if (name, t.task_id) in applied
                            else t.score, t.max_score, t.status, applied.get((name, t.task_id)))
                       for t in result.tasks)
-        status = gradebook.status_of(result, cells, ungraded=record.retry or result.lab == "unknown")
+        written = state.assess(name, state.questions(LABS.get(result.lab), result.release), result.written, marks,
+                               lab_rubrics.get(result.lab, {}))
+        problems += [f"marks: {name}'s mark of {w.question.id} applies rubric item{'s' if len(w.unknown) > 1 else ''} "
+                     f"{', '.join(w.unknown)}, which its rubric no longer has: counted 0 (mark it again)"
+                     for w in written if w.unknown]
+        status = gradebook.status_of(result, cells, ungraded=record.retry or result.lab == "unknown", written=written)
         extension = next((e for e in extensions if e.lab in ("", result.lab) and matches(name, e.student)), None)
         row_late = None
         if status != UNGRADED:
             row_late = late.lateness(record.submitted, deadlines.get(result.lab), policy,
-                                     sum(c.max_score for c in cells), sum(c.score for c in cells), extension)
-        rows.append(Row(name, result.lab, cells, status, owner.get(name), row_late, same.get(name, ()), result))
+                                     sum(c.max_score for c in cells) + sum(w.question.points for w in written),
+                                     sum(c.score for c in cells) + sum(w.counted for w in written), extension)
+        rows.append(Row(name, result.lab, cells, status, owner.get(name), row_late, same.get(name, ()), result,
+                        written))
     for extension in extensions:
         if not any(matches(name, extension.student) for name in records):
             problems.append(f"extensions: {extension.student!r} has no graded submission; the extension is unused")
@@ -143,11 +154,16 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
             for student in class_roster.students:
                 if student.student_id not in have:
                     cells = tuple(Cell(c.task_id, c.title, 0.0, c.max_score, "missing") for c in example.cells)
-                    rows.append(Row("", lab, cells, NOT_SUBMITTED, student))
+                    unanswered = tuple(state.Marked(w.question, w.task_id, None, state.UNANSWERED, points=0.0)
+                                       for w in example.written)
+                    rows.append(Row("", lab, cells, NOT_SUBMITTED, student, written=unanswered))
     rows.sort(key=lambda r: (_lab_order(r.lab), r.status == NOT_SUBMITTED, r.submission,
                              r.student.student_id if r.student else ""))
     graded = [(r.submission, r.result) for r in rows if r.result is not None and r.status != UNGRADED]
-    return Book(out, settings, tuple(rows), tuple(stats.compute(graded)), class_roster, tuple(problems),
+    marked = [(r.result.lab, r.written, lab_rubrics.get(r.result.lab, {})) for r in rows
+              if r.result is not None and r.status != UNGRADED]
+    task_stats = sorted(stats.compute(graded) + stats.compute_written(marked), key=lambda s: _lab_order(s.lab))
+    return Book(out, settings, tuple(rows), tuple(task_stats), class_roster, tuple(problems),
                 tuple(unowned), {name: record.submitted for name, record in records.items()})
 
 
@@ -159,7 +175,7 @@ def write(book: Book, *, feedback_dir: Path | None = None) -> list[Path]:
         if row.result is None or not (book.out / row.submission).is_dir():
             continue
         for suffix, render in (("md", feedback.render), ("html", feedback.render_html)):
-            text = render(row.submission, row.result, overrides=row.overrides, late=row.late)
+            text = render(row.submission, row.result, overrides=row.overrides, late=row.late, written=row.written)
             files.write_text(book.out / row.submission / f"feedback.{suffix}", text)
             if feedback_dir is not None:
                 files.write_text(feedback_dir / f"{row.submission}.{suffix}", text)

@@ -10,6 +10,11 @@ A student with no submission for a lab gets 0 (``--missing zero``, the default) 
 (``--missing blank``: no grade; LMSs then clear a grade entered there before). A submission the
 grader could not grade because of its own fault is left empty and reported. A student with several
 submissions for one lab is exported with the latest one (by submission time), and reported.
+
+A lab whose written answers are not all marked yet (status ``to mark``) has no final total: by default
+its cell is left empty (no grade) and reported (``--unmarked blank``); ``--unmarked zero`` exports the
+total as it stands (answers still to mark count 0), ``--unmarked auto`` the autograder's points alone
+(overrides and the late penalty applied, no written answer counted).
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ def column_names(labs: list[str], given: dict[str, str]) -> dict[str, str]:
 
 
 def build(book: class_folder.Book, fmt: str, *, labs: list[str] | None = None, columns: dict[str, str] | None = None,
-          missing: str = "zero") -> Export:
+          missing: str = "zero", unmarked: str = "blank") -> Export:
     """The upload file of format ``fmt`` (a name in :func:`grader.report.lms.formats`) for ``book``."""
     layout = lms.get(fmt)
     labs = labs or list(dict.fromkeys(r.lab for r in book.rows if r.cells))
@@ -52,7 +57,7 @@ def build(book: class_folder.Book, fmt: str, *, labs: list[str] | None = None, c
                              "to know which student each submission is")
         headers, rows = gradebook.summary_table([r for r in book.rows if r.lab in labs])
         return Export(headers, rows, [], layout.quote_all)
-    table = gather(book, labs, column_names(labs, columns or {}), missing)
+    table = gather(book, labs, column_names(labs, columns or {}), missing, unmarked)
     headers, rows = layout.layout(table)
     if book.unowned:
         table.warnings.append(f"{len(book.unowned)} submissions belong to no student on the roster and are not "
@@ -61,7 +66,7 @@ def build(book: class_folder.Book, fmt: str, *, labs: list[str] | None = None, c
 
 
 def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[str] | None = None,
-         missing: str = "zero", file: Path | None = None, settings: dict | None = None) -> int:
+         missing: str = "zero", file: Path | None = None, settings: dict | None = None, unmarked: str = "blank") -> int:
     """``python -m grader export``: 0 written, 1 written with problems to look at, 2 nothing written."""
     bad = [c for c in columns or () if "=" not in c or not c.split("=", 1)[0].strip()]
     if bad:
@@ -81,7 +86,7 @@ def main(*, out: Path, fmt: str, labs: list[str] | None = None, columns: list[st
         return 2
     class_settings.save(out)
     try:
-        export = build(book, fmt, labs=labs, columns=given, missing=missing)
+        export = build(book, fmt, labs=labs, columns=given, missing=missing, unmarked=unmarked)
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,9 @@
 """Per-student feedback, as Markdown (``feedback.md``) and as a web page (``feedback.html``).
 
 Each task, its points, its status, what happened, what to try; the instructor's changes (manual
-overrides, a late penalty) when there are any. Hidden checks never reveal the expected value (their
+overrides, a late penalty) when there are any; each written answer, with the rubric items its marker
+applied (their texts), the adjustment and the marker's comment, never the markers' notes or names
+(:mod:`grader.mark.state`; before marking, whether each answer was received). Hidden checks never reveal the expected value (their
 messages are written that way by :mod:`grader.judge.score`); this module only lays the results out.
 
 Everything that comes from a submission (messages, notes, names) is escaped for where it goes
@@ -19,6 +21,8 @@ from typing import Iterable
 
 from grader.core import safe_text
 from grader.core.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
+from grader.mark import state
+from grader.mark.state import Marked
 
 HINTS = {
     "failed": "Your code ran but gave a different result. Reread the task's convention and try your "
@@ -84,16 +88,70 @@ def _changes(overrides: Iterable, late) -> list[tuple[str, str]]:
     return out
 
 
+def _written(name: str, result: SubmissionResult, written: tuple[Marked, ...] | None) -> tuple[Marked, ...]:
+    """The written answers to show: as given, or (before any marking) as received, all still to mark."""
+    if written is not None:
+        return written
+    from util.labs import LABS
+
+    return state.assess(name, state.questions(LABS.get(result.lab), result.release), result.written, {}, {})
+
+
+def _score(result: SubmissionResult, overrides, late, written: tuple[Marked, ...]) -> tuple[str, str]:
+    """(the score line's text, a note when it is not final)."""
+    total = (result.score + sum(o.new - o.old for o in overrides) + sum(w.counted for w in written)
+             - (late.penalty if late else 0))
+    best = result.max_score + sum(w.question.points for w in written)
+    pending = [w for w in written if w.pending]
+    note = (f" (not final: {len(pending)} written answer{'s' if len(pending) > 1 else ''} still to be marked)"
+            if pending else "")
+    return f"Score: {_points(max(total, 0))} / {_points(best)}", note
+
+
+def _written_lines(marked: Marked) -> list[str]:
+    """What the student reads about one written answer (plain sentences; the caller escapes them)."""
+    question = marked.question
+    if marked.state == state.PRACTICE:
+        return ["For practice: not marked."]
+    if marked.state == state.TO_MARK:
+        words = marked.answer.words
+        return [f"Your answer was received ({words} word{'s' if words != 1 else ''}); it has not been marked yet."]
+    if marked.state == state.UNANSWERED:
+        return ["No answer was found in the answer cell: 0 points. (If you answered elsewhere, tell your "
+                "instructor.)"]
+    lines = ["Your answer changed after it was marked: the earlier mark counts until it is marked again."
+             ] if marked.state == state.TO_REMARK else []
+    lines += [f"{_signed(item.points)}: {item.text}" for item in marked.applied]
+    if marked.mark is not None and marked.mark.adjust:
+        lines.append(f"{_signed(marked.mark.adjust)}: adjusted by your marker")
+    if not marked.applied and not (marked.mark and marked.mark.adjust):
+        lines.append(f"No rubric item applied: {_points(marked.counted)} of {_points(question.points)}.")
+    if marked.mark is not None and marked.mark.comment:
+        lines.append(f"Comment: {marked.mark.comment}")
+    return lines
+
+
+def _signed(value: float) -> str:
+    return f"{'+' if value >= 0 else '-'}{_points(abs(value))}"
+
+
+def _written_title(marked: Marked) -> str:
+    shown = "-" if marked.points is None else _points(marked.points)
+    return f"{marked.question.label} (task {marked.task_id}): {shown}/{_points(marked.question.points)} ({marked.state})"
+
+
 def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
-           roots: Iterable[Path | str] = ()) -> str:
+           roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None) -> str:
     """The Markdown feedback for one submission (``overrides``: :class:`grader.report.overrides.Applied`;
-    ``late``: :class:`grader.report.late.Late`)."""
+    ``late``: :class:`grader.report.late.Late`; ``written``: its written answers, marked or not,
+    :class:`grader.mark.state.Marked`; ``None``: as received, before any marking)."""
+    written = _written(name, result, written)
     result = public(result, roots)
     md = safe_text.markdown
     changes = _changes(overrides, late)
-    total = result.score + sum(o.new - o.old for o in overrides) - (late.penalty if late else 0)
+    score, pending = _score(result, overrides, late, written)
     lines = [f"# {result.lab} feedback: {md(name, safe_text.LIMIT_NAME)}", "",
-             f"**Score: {_points(max(total, 0))} / {_points(result.max_score)}**", ""]
+             f"**{score}**{pending}", ""]
     if changes:
         lines += ["Changed by your instructor:", ""] + [f"- {md(text)}" for _, text in changes] + [""]
     if result.execution_status != "completed":
@@ -116,6 +174,11 @@ def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), lat
                          f"{message} |")
         hints = [f"*Hint ({status}):* {_hint(task, status)}" for status in _statuses(task)]
         lines += [""] + hints + ([""] if hints else [])
+    if written:
+        lines += ["## Written answers (marked by hand)", ""]
+        for marked in written:
+            lines += [f"### {md(_written_title(marked))}", ""] + [f"- {md(text)}" for text in _written_lines(marked)]
+            lines.append("")
     lines.append(HIDDEN_NOTE)
     return "\n".join(lines) + "\n"
 
@@ -146,16 +209,17 @@ th { background: #f3f3f3; }
 
 
 def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
-                roots: Iterable[Path | str] = ()) -> str:
+                roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None) -> str:
     """The same feedback as :func:`render`, as one self-contained, escaped HTML page."""
+    written = _written(name, result, written)
     result = public(result, roots)
     h = safe_text.html
     changes = _changes(overrides, late)
-    total = result.score + sum(o.new - o.old for o in overrides) - (late.penalty if late else 0)
+    score, pending = _score(result, overrides, late, written)
     title = f"{h(result.lab)} feedback: {h(name, safe_text.LIMIT_NAME)}"
     parts = [f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
              f"<style>{STYLE}</style></head><body>", f"<h1>{title}</h1>",
-             f"<p class=\"score\"><strong>Score: {_points(max(total, 0))} / {_points(result.max_score)}</strong></p>"]
+             f"<p class=\"score\"><strong>{score}</strong>{h(pending)}</p>"]
     if changes:
         parts.append("<div class=\"changes\"><p>Changed by your instructor:</p><ul>"
                      + "".join(f"<li class=\"{kind}\">{h(text)}</li>" for kind, text in changes) + "</ul></div>")
@@ -179,5 +243,10 @@ def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = ()
         parts.append("<table><tr><th>check</th><th>points</th><th>status</th><th>what happened</th></tr>"
                      + rows + "</table>")
         parts += [f"<p class=\"hint\"><em>Hint ({status}):</em> {h(_hint(task, status))}</p>" for status in _statuses(task)]
+    if written:
+        parts.append("<h2 id=\"written\">Written answers (marked by hand)</h2>")
+        for marked in written:
+            parts.append(f"<h3 class=\"written\" id=\"written-{h(marked.question.id)}\">{h(_written_title(marked))}</h3>"
+                         "<ul>" + "".join(f"<li>{h(text)}</li>" for text in _written_lines(marked)) + "</ul>")
     parts.append(f"<p class=\"hint\">{h(HIDDEN_NOTE.replace('*', ''))}</p></body></html>")
     return "\n".join(parts) + "\n"

@@ -3,8 +3,10 @@
 Open it in any browser, from the disk: no server, nothing fetched. Per lab: how the scores are
 spread (a histogram), each task's pass rate (a bar chart) and mean, the most common failure of each
 task, and every submission with its score, status and a link to the student's feedback
-(``<submission>/feedback.html``, next to the page). The pictures are drawn with matplotlib and
-embedded in the page as PNG data. Every text that comes from a submission is HTML-escaped.
+(``<submission>/feedback.html``, next to the page), with a column per written question (its marked
+points, or ``to mark``) and, per question, how many answers are marked and how many are still to mark.
+The pictures are drawn with matplotlib and embedded in the page as PNG data. Every text that comes from
+a submission is HTML-escaped.
 """
 from __future__ import annotations
 
@@ -16,7 +18,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 from grader.core import files, safe_text
-from grader.report.gradebook import ERRORS, FULL, NOT_SUBMITTED, PARTIAL, STATUSES, UNGRADED, Row
+from grader.mark import state
+from grader.report.gradebook import (
+    ERRORS,
+    FULL,
+    NOT_SUBMITTED,
+    PARTIAL,
+    STATUSES,
+    TO_MARK,
+    UNGRADED,
+    Row,
+    written_value,
+)
 
 h = safe_text.html
 
@@ -30,10 +43,10 @@ figure { flex: 1 1 24rem; max-width: 36rem; margin: 0 0 1rem; } figure img { wid
 figcaption { color: #555; font-size: 0.9rem; } td.rate { white-space: nowrap; }
 .bar { display: inline-block; height: 0.7rem; background: #4c78a8; vertical-align: middle; }
 .full-marks { color: #1a7f37; } .partial { color: #9a6700; } .errors, .ungraded { color: #b42318; }
-.not-submitted { color: #777; }
+.not-submitted { color: #777; } .to-mark, td.pending { color: #8250df; }
 """
 
-COLOURS = {FULL: "#1a7f37", PARTIAL: "#d4a72c", ERRORS: "#b42318", UNGRADED: "#6e7781"}
+COLOURS = {FULL: "#1a7f37", PARTIAL: "#d4a72c", ERRORS: "#b42318", TO_MARK: "#8250df", UNGRADED: "#6e7781"}
 
 
 def _png(figure) -> str:
@@ -101,7 +114,8 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
     summary = (f"{len(graded)} submissions" + (f", {counts[NOT_SUBMITTED]} students without one" if counts[NOT_SUBMITTED]
                                                else "")
                + (f"; mean {statistics.mean(percents):.1f}%, median {statistics.median(percents):.1f}%" if percents else "")
-               + "; " + ", ".join(f"{counts[s]} {s}" for s in (FULL, PARTIAL, ERRORS, UNGRADED)) + f"; {late} late")
+               + "; " + ", ".join(f"{counts[s]} {s}" for s in (FULL, PARTIAL, ERRORS, TO_MARK, UNGRADED))
+               + f"; {late} late")
     parts = [f"<section id=\"{h(lab)}\"><h2>{h(lab)}</h2>", f"<p class=\"summary\">{h(summary)}</p>"]
     plots = []
     if graded:
@@ -122,22 +136,41 @@ def _lab_section(lab: str, rows: list[Row], task_stats: list) -> str:
                          f"{4 * s.pass_rate:.2f}rem\"></span> {100 * s.pass_rate:.0f}%</td>"
                          f"<td>{h(s.common_failure, 400)}</td><td class=\"num\">{s.common_failure_count}</td></tr>"
                          for s in task_stats) + "</table>")
+    questions = list(dict.fromkeys(w.question.id for r in graded for w in r.written if w.question.points))
+    if questions:
+        parts.append("<table class=\"written\"><tr><th>written question</th><th>marked</th><th>to mark</th>"
+                     "<th>to re-mark</th><th>no answer</th><th>mean of the marked</th></tr>" + "".join(
+                         _question_row(q, [w for r in graded for w in r.written if w.question.id == q])
+                         for q in questions) + "</table>")
     with_students = any(r.student for r in rows)
-    head = "<tr><th>submission</th>" + ("<th>student</th>" if with_students else "") + (
+    head = "<tr><th>submission</th>" + ("<th>student</th>" if with_students else "") + "".join(
+        f"<th>{h(q)}</th>" for q in questions) + (
         "<th>total</th><th>max</th><th>%</th><th>status</th><th>late</th><th>problems</th></tr>")
     body = []
     for r in rows:
+        asked = {w.question.id: w for w in r.written}
+        marks = "".join(f"<td class=\"num{' pending' if q in asked and asked[q].pending else ''}\">"
+                        f"{h(written_value(asked.get(q)))}</td>" for q in questions)
         name = h(r.submission, safe_text.LIMIT_NAME)
         link = f"<a href=\"{quote(r.submission)}/feedback.html\">{name}</a>" if r.submission else "-"
         student = (f"<td>{h(r.student.name or r.student.student_id) if r.student else ''}</td>"
                    if with_students else "")
-        body.append(f"<tr><td>{link}</td>{student}<td class=\"num\">{r.total:g}</td>"
+        body.append(f"<tr><td>{link}</td>{student}{marks}<td class=\"num\">{r.total:g}</td>"
                     f"<td class=\"num\">{r.max_score:g}</td><td class=\"num\">{r.percent:g}</td>"
                     f"<td class=\"{_cls(r.status)}\">{h(r.status)}</td>"
                     f"<td>{f'{r.late.days} d, -{r.late.penalty:g}' if r.late and r.late.days else ''}</td>"
                     f"<td>{h(r.problems)}</td></tr>")
     parts.append("<table class=\"students\">" + head + "".join(body) + "</table></section>")
     return "\n".join(parts)
+
+
+def _question_row(question: str, answers: list) -> str:
+    counts = {s: sum(w.state == s for w in answers) for s in state.STATES}
+    scored = [w.points for w in answers if w.points is not None and w.state in (state.MARKED, state.TO_REMARK)]
+    mean = f"{statistics.mean(scored):.2f} of {answers[0].question.points:g}" if scored else "-"
+    return (f"<tr><td>{h(question)}</td><td class=\"num\">{counts[state.MARKED]}</td>"
+            f"<td class=\"num pending\">{counts[state.TO_MARK]}</td><td class=\"num pending\">{counts[state.TO_REMARK]}</td>"
+            f"<td class=\"num\">{counts[state.UNANSWERED]}</td><td class=\"num\">{h(mean)}</td></tr>")
 
 
 def render(book) -> str:
@@ -148,7 +181,8 @@ def render(book) -> str:
              f"<style>{STYLE}</style></head><body>", "<h1>Class report</h1>",
              f"<p>{h(str(book.out))}: {sum(r.status != NOT_SUBMITTED for r in book.rows)} submissions in "
              f"{len(labs)} lab{'s' if len(labs) != 1 else ''}, made {h(now)}. Settings: {h(book.settings.describe())}."
-             " Scores include manual overrides and late penalties; task statistics are the autograder's own.</p>"]
+             " Scores include manual overrides, the marks of written answers and late penalties; task statistics are the "
+             "autograder's own.</p>"]
     if book.problems:
         parts.append("<p>Problems with the instructor's files:</p><ul>"
                      + "".join(f"<li>{h(p)}</li>" for p in book.problems) + "</ul>")

@@ -5,6 +5,10 @@ reference) to look at, not a class to blame. The statistics describe the autogra
 they count every graded submission once, before manual overrides and late penalties; submissions
 that could not be graded at all (status ``ungraded``) are left out.
 
+Each written question gets a row too (its id in the ``task`` column), over the answers marked so far
+(:mod:`grader.mark.state`): its mean, how many got every point and, as its "most common failure", the
+rubric item most often not earned (the item analysis a question's author needs).
+
 Failures are grouped by their kind: the status, the check, and the message with its numbers
 masked (so "expected 9,216 found 18,432" and "expected 9,216 found 4,608" are one kind). The
 file shows a real message of the most common kind (the first seen), whole: never a masked one.
@@ -81,6 +85,40 @@ def compute(results: list[tuple[str, SubmissionResult]]) -> list[TaskStats]:
         out.append(TaskStats(lab, task_id, tasks[0].title, len(tasks), sum(t.score for t in tasks) / len(tasks),
                              tasks[0].max_score, full, full / len(tasks), example.get(common, ""), count))
     return out
+
+
+def compute_written(rows: list[tuple[str, tuple, dict]]) -> list[TaskStats]:
+    """Statistics for every written question worth points, from ``(lab, marked answers, its rubrics)`` per
+    submission (:class:`grader.mark.state.Marked`): the mean over the answers with points (marked, kept for
+    re-marking, or left empty), never over those still to mark; the items missed over the marked ones.
+    Submissions the grader received no answer from (a file it could not read) are left out."""
+    by_question: dict[tuple[str, str], list] = {}
+    rubrics: dict[str, dict] = {}
+    for lab, written, lab_rubrics in rows:
+        rubrics[lab] = lab_rubrics
+        for marked in written:
+            if marked.question.points and marked.answer is not None:
+                by_question.setdefault((lab, marked.question.id), []).append(marked)
+    out = []
+    for (lab, question_id), answers in by_question.items():
+        question = answers[0].question
+        scored = [a for a in answers if a.points is not None]
+        waiting = len(answers) - len(scored)
+        full = sum(a.points >= question.points for a in scored)
+        missed = Counter(item.id for a in scored if a.mark is not None for item in _positive(rubrics[lab].get(question_id))
+                         if item.id not in {applied.id for applied in a.applied})
+        common, count = missed.most_common(1)[0] if missed else ("", 0)
+        item = rubrics[lab][question_id].item(common) if common else None
+        out.append(TaskStats(lab, question_id, f"{question.label} (graded by hand" + (f"; {waiting} to mark)" if waiting
+                                                                                       else ")"),
+                             len(scored), sum(a.points for a in scored) / len(scored) if scored else 0.0,
+                             question.points, full, full / len(scored) if scored else 0.0,
+                             f"not earned: rubric item {item.id} ({item.text})" if item else "", count))
+    return out
+
+
+def _positive(rubric) -> tuple:
+    return tuple(item for item in rubric.items if item.points > 0) if rubric is not None else ()
 
 
 def _words(text: str, width: int) -> str:

@@ -378,6 +378,6 @@ def test_a_kernel_that_forges_everything_gets_no_judged_case(graded, tmp_path):
     assert {c.status for (task, name), c in checks.items() if name == "answer"} == {"passed"}
     judged = {key: c for key, c in checks.items() if key[1] != "answer"}
     assert len(judged) == 18 and {c.status for c in judged.values()} == {"failed"}
-    assert result.score == sum(t.answer_points for t in LAB.tasks) == 22
+    assert result.score == sum(t.answer_points for t in LAB.tasks) == 13  # the written questions are marked apart
     assert judged[("10.5", "a one-token prompt")].message.startswith(judge.REPLAY + "the decoding fed the model 24 "
                                                                      "steps")

@@ -39,4 +39,4 @@ def test_patching_the_kernel_earns_nothing_on_judged_cases(tmp_path):
     failed = {(task.task_id, check.name) for task in result.tasks for check in task.checks if check.status != "passed"}
     assert failed == {("6.3", "ln_first in [0, 1]"), ("6.3", "ln_wide in [-100, 100]"), ("6.3", "ln_narrow in [-1, 1]"),
                       ("6.5", ANSWER), ("6.5", "conv_mul"), ("6.5", "ln_first"), ("6.5", "rms_norm")}
-    assert result.score == 100 - 15 - 7 - 21
+    assert result.score == 95 - 15 - 2 - 21  # of the autograder's 95: 5 are the written Q1's, marked apart

@@ -75,4 +75,4 @@ def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     two = "import util\nutil.setup.__defaults__ = (util.SEED, 2)   # the notebook and the hidden cases at 2 threads"
     result = graded(_variant(tmp_path, "lab9_two_threads.ipynb", first_cells=[two]), "lab9")
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
-    assert failing == [] and result.score == 100
+    assert failing == [] and result.score == LAB.auto_points  # the written questions are marked apart

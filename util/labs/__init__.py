@@ -10,14 +10,15 @@ A lab is a package ``util/labs/labN/`` holding everything that belongs to it alo
 * ``judge.py``: grader-side checks of the files its hidden cases save (``Task.grader_check``), if any,
   and ``judge_*.py`` helpers only they use;
 * ``mistakes.py``: ``MISTAKES``, its example submissions (:class:`util.contract.Mistake`);
+* ``rubrics.py``: ``RUBRICS``, how its written questions are marked (:mod:`util.rubric`), if it asks any;
 * ``surface.py``: what its released handouts import from the course library (``NAMES``) and the names
   that have moved since (``MOVED``, old place -> new place), collected in :data:`MOVED` so that an old
   name keeps resolving (:mod:`util.moved`);
 * helpers only it uses.
 
-The hidden cases, the judges and the mistakes are grader-only (:data:`GRADER_ONLY`): graded kernels do not
-see them and the student copies leave them out; a kernel receives a case's input only when the grader runs
-it (:mod:`util.hidden`).
+The hidden cases, the judges, the mistakes and the rubrics are grader-only (:data:`GRADER_ONLY`): graded
+kernels do not see them and the student copies leave them out; a kernel receives a case's input only when the
+grader runs it (:mod:`util.hidden`), and a judge process sees its lab's judges only.
 
 Adding ``util/labs/labN/`` (and ``solutions/labN_*.ipynb``) is all it takes for the course, the
 grader and the tests to pick a lab up. ``$COURSE_LAB_DIRS`` (folders separated by ``os.pathsep``)
@@ -41,11 +42,16 @@ from util.contract import Lab, Task
 HERE = Path(__file__).resolve().parent
 LAB_DIRS_ENV = "COURSE_LAB_DIRS"
 """Extra folders of lab packages (for tests), separated by ``os.pathsep``."""
-GRADER_ONLY = ("mistakes.py", "judge*", "cases*")
+GRADER_ONLY = ("mistakes.py", "judge*", "cases*", "rubric*")
 """Files (and folders) of a lab folder that graded kernels never see and students never get: the
 mistakes quote the solution, a judge may hold a reference implementation of what a task asks
-(a course emulator, a float64 fold), and the hidden cases (``cases.py``, ``cases_data/``) are the inputs
-the notebook never shows. Glob patterns on the file or folder name."""
+(a course emulator, a float64 fold), the hidden cases (``cases.py``, ``cases_data/``) are the inputs
+the notebook never shows, and a rubric says what a written answer must contain. Glob patterns on the
+file or folder name."""
+RUBRICS = "rubric*"
+"""The :data:`GRADER_ONLY` pattern of a lab's rubrics (``rubrics.py``): read by the marking tools and the
+class's reports only; no judge process sees them, and editing one regrades nothing (points come from the
+rubric when the class's files are built)."""
 _NAME = re.compile(r"lab(\d+)")
 
 
@@ -179,8 +185,8 @@ def grader_only(path: Path) -> bool:
 
 
 PLUMBING = ("util/__init__.py", "util/answers.py", "util/atomic.py", "util/checks.py", "util/contract.py",
-            "util/display.py", "util/export_cache.py", "util/moved.py", "util/netron_view.py", "util/selfcheck.py",
-            "util/submit.py")
+            "util/display.py", "util/export_cache.py", "util/moved.py", "util/netron_view.py", "util/rubric.py",
+            "util/selfcheck.py", "util/submit.py", "util/written.py")
 """Course modules that store, check, show or move a lab's values and compute none (relative to the
 repo root): a change to one of them leaves every lab's references fresh. Every other ``util`` module a
 lab imports is one of its sources (:func:`source_files`)."""
@@ -216,7 +222,8 @@ def imported_sources(lab: Lab) -> list[Path]:
     included: ``from util import setup`` brings in the seeds; lab 15's serving imports lab 10's TinyGPT): found
     by reading their imports, so a lab never forgets one."""
     repo = HERE.parent.parent
-    sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py")) if "__pycache__" not in p.parts]
+    sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py"))
+               if "__pycache__" not in p.parts and not is_rubric(p.relative_to(folder(lab)))]  # rubrics mark, after
     solution = repo / "solutions" / lab.notebook
     if solution.is_file():
         sources += _code_cells(solution)
@@ -240,17 +247,30 @@ def source_files(lab: Lab) -> list[Path]:
     """Every source file whose change can change ``lab``'s references: its folder, the course modules it
     and its solution import (:func:`imported_sources`) and the other files it declares (``shared_sources``).
 
-    The mistakes are left out (they make the example submissions, not the references), and so is the
-    surface (it records names, and an old name is the very object at its new place); judges are in."""
+    The mistakes are left out (they make the example submissions, not the references), and so are the
+    surface (it records names, and an old name is the very object at its new place) and the rubrics (they
+    mark written answers, which no reference holds); judges are in."""
     root = folder(lab)
     files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-                   and p.name not in ("mistakes.py", "surface.py"))
+                   and p.name not in ("mistakes.py", "surface.py") and not is_rubric(p.relative_to(root)))
     files += imported_sources(lab)
     repo = HERE.parent.parent
     for module in lab.shared_sources:
         path = repo / module
         files += sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts) if path.is_dir() else [path]
     return list(dict.fromkeys(files))
+
+
+def is_rubric(path: Path) -> bool:
+    """Whether ``path`` is a lab's rubrics file (or inside a rubrics folder): :data:`RUBRICS`."""
+    return any(fnmatch.fnmatch(part, RUBRICS) for part in Path(path).parts)
+
+
+def rubrics(lab: Lab) -> dict:
+    """``lab``'s rubrics (its ``rubrics.py``'s ``RUBRICS``: question id -> :class:`util.rubric.Rubric`),
+    empty when it has none. Grader-side only: the file is not in the students' copy or any sandbox."""
+    module = part(lab, "rubrics")
+    return dict(getattr(module, "RUBRICS", {})) if module is not None else {}
 
 
 def grader_only_paths(lab: Lab | None = None) -> list[Path]:
@@ -335,5 +355,7 @@ def course_module(module: str) -> bool:
 
 
 def judge_paths(lab: Lab) -> list[Path]:
-    """``lab``'s own judges (its grader-only files but the mistakes): what its judge process may read."""
-    return [path for path in grader_only_paths(lab) if path.name != "mistakes.py"]
+    """``lab``'s own judges (its grader-only files but the mistakes and the rubrics): what its judge process
+    may read."""
+    return [path for path in grader_only_paths(lab)
+            if path.name != "mistakes.py" and not is_rubric(path.relative_to(folder(lab)))]

@@ -19,8 +19,9 @@ def layout(table: Table) -> tuple[list[str], list[list]]:
         cells = [s.student_id, s.name, s.email, s.section]
         for lab in table.labs:
             row = chosen[lab]
-            cells += [table.grade(row, s.student_id, lab), gradebook.number(table.maxima[lab]),
-                      row.percent if row else (0.0 if table.missing == "zero" else ""),
+            grade = table.grade(row, s.student_id, lab)
+            percent = round(100 * grade / table.maxima[lab], 1) if grade != "" and table.maxima[lab] else ""
+            cells += [grade, gradebook.number(table.maxima[lab]), percent if row else (0.0 if table.missing == "zero" else ""),
                       table.status(row), row.late.days if row and row.late else ""]
         rows.append(cells)
     return headers, rows

@@ -10,11 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from grader.report import gradebook
-from grader.report.gradebook import NOT_SUBMITTED, UNGRADED, Row
+from grader.report.gradebook import NOT_SUBMITTED, TO_MARK, UNGRADED, Row
 from grader.report.roster import Student
 
 MISSING = ("zero", "blank")
 """What a student with no submission for a lab gets: 0, or an empty cell (no grade)."""
+UNMARKED = ("blank", "zero", "auto")
+"""What a lab with written answers still to mark gets: an empty cell (no grade, reported), the total so far
+(answers to mark count 0), or the autograder's points alone (with overrides and the late penalty)."""
 
 
 @dataclass
@@ -31,6 +34,8 @@ class Table:
     """Every roster student with the row chosen for each lab."""
     missing: str = "zero"
     """:data:`MISSING`: the grade of a student with no submission."""
+    unmarked: str = "blank"
+    """:data:`UNMARKED`: the grade of a lab whose written answers are not all marked."""
     warnings: list[str] = field(default_factory=list)
     """What the instructor should know before uploading (several submissions, a grader fault...)."""
 
@@ -43,6 +48,14 @@ class Table:
             self.warnings.append(f"{who}: {lab} ({row.submission}) could not be graded (a grader fault): left "
                                  "empty; grade it again first")
             return ""
+        if row.status == TO_MARK:
+            if self.unmarked == "blank":
+                self.warnings.append(f"{who}: {lab} ({row.submission}) has written answers still to mark "
+                                     f"({', '.join(w.question.id for w in row.to_mark)}): left empty (--unmarked "
+                                     "zero or auto exports a grade)")
+                return ""
+            if self.unmarked == "auto":
+                return gradebook.number(max(row.auto_score - row.penalty, 0.0))
         return gradebook.number(row.total)
 
     def comment(self, row: Row | None, lab: str) -> str:
@@ -50,6 +63,10 @@ class Table:
         if row is None:
             return "nothing submitted"
         text = f"{row.total:g}/{self.maxima[lab]:g} ({row.status})"
+        scored = [w for w in row.written if w.question.points]
+        if scored:
+            text += (f"; written {sum(w.counted for w in scored):g}/{sum(w.question.points for w in scored):g}"
+                     + (f" ({len(row.to_mark)} to mark)" if row.to_mark else ""))
         if row.overrides:
             text += "; changed by the instructor: " + ", ".join(f"task {o.task} {o.new:g}" for o in row.overrides)
         if row.late and row.late.days:
@@ -69,7 +86,7 @@ def _pick(rows: list[Row], submitted: dict, warnings: list[str], who: str, lab: 
     return rows[-1] if rows else None
 
 
-def gather(book, labs: list[str], columns: dict[str, str], missing: str) -> Table:
+def gather(book, labs: list[str], columns: dict[str, str], missing: str, unmarked: str = "blank") -> Table:
     """The table of ``book`` (a :class:`grader.report.class_folder.Book` with a roster) for ``labs``."""
     maxima = {lab: next((r.max_score for r in book.rows if r.lab == lab and r.cells), 0) for lab in labs}
     warnings: list[str] = []
@@ -80,4 +97,4 @@ def gather(book, labs: list[str], columns: dict[str, str], missing: str) -> Tabl
             mine = [r for r in book.rows if r.lab == lab and r.student == student and r.status != NOT_SUBMITTED]
             chosen[lab] = _pick(mine, book.submitted, warnings, student.student_id, lab)
         students.append((student, chosen))
-    return Table(labs, columns, maxima, students, missing, warnings)
+    return Table(labs, columns, maxima, students, missing, unmarked, warnings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab1.public_checks import CHECKS
 
 STATS = Tolerance(rtol=1e-3, atol=1e-9)
@@ -29,6 +29,10 @@ RELEASES = (
             "states each rule with a hand count and a public check, and each task has a hidden check on "
             "tiny_tied, whose points came from the task's exported answer.",
             marker="Shared parameters count once."),
+    Release(3, "2026-11-26", "Task 1.4 asks a written question, Q1 (5 points, marked by hand): where ptflops' extra "
+            "MACs come from and why the convention counts elementwise layers as 0; its points came "
+            "from 1.4's exported answer.",
+            marker="(written, 5 points of task 1.4, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``); the cases on ``tiny_tied`` came with release 2."""
 
@@ -58,6 +62,17 @@ def _call_model_input(fn: Callable, spec: Mapping[str, Any]) -> Any:
     from util.models import example_input
 
     return fn(_model(spec), example_input(spec["input_shape"]))
+
+
+WRITTEN = {
+    "1.4": (Written("1.Q1", "ptflops counts 1,513,907,448 MACs for GoogLeNet, more than your counter. Using "
+                     "your reconciliation table, say where the difference comes from, and why the "
+                     "course's convention counts BatchNorm, activations and pooling as 0 MACs "
+                     "although they take time to run.",
+                     5, words=(30, 200), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -91,7 +106,7 @@ LAB = Lab(
             checks=CHECKS["1.3"],
         ),
         Task(
-            id="1.4", title="MACs", answer_points=10,
+            id="1.4", title="MACs", answer_points=5, written=WRITTEN["1.4"],
             answer="a dict {'ptflops': {...}, 'own': {...}, 'tools': {...}}",
             keys=("ptflops", "own", "tools"),
             function="count_macs", run_case=_call_model_shape,

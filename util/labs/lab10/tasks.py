@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab10.public_checks import CHECKS
 
 LAB_NAME = "lab10"
@@ -154,8 +154,39 @@ RELEASES = (
             "operator of your optimized model, fused or not, must be on the way to the logits and as many as in "
             "the grader's own export and optimization of the same model.",
             marker="replays your `generate` on a model and"),
+    Release(3, "2026-11-26", "Questions Q1-Q9 and the wrap-up get answer cells: Q2, Q4-Q9 (9 points) are marked "
+            "by hand, taken from the exported answers of tasks 10.1-10.4 and 10.6; Q1, Q3 and the wrap-up are "
+            "for practice.", marker="are answered in words, in the answer cell below"),
 )
 """The lab's changelog (``Lab.releases``); release 2 replays 10.5's decoding on modules the grader serves."""
+
+
+WRITTEN = {
+    "10.1": (Written("10.Q1", "How many parameters do its embeddings have (token and position)? Its one block (two "
+                     "LayerNorms, four attention Linears with biases, the MLP's two Linears with biases, `d_ff = 16`)? "
+                     "Its final LayerNorm? Its head?", 0, words=(1, 100), since=3),
+             Written("10.Q2", "GPT-2 small (`vocab 50257, n_positions 1024, d_model 768, n_layer 12, n_head 12`, tied) "
+                     "has 124,439,808 parameters (its model card's figure). Roughly which fraction sits in the token "
+                     "embedding?", 1, words=(5, 60), since=3)),
+    "10.2": (Written("10.Q3", "TinyGPT, prefill of 16 tokens: 131,072 MACs per token in the Linears and the head, and "
+                     "how many in attention?", 0, words=(1, 100), since=3),
+             Written("10.Q4", "Why does a decode step cost about as much as one token of prefill, and what grows with "
+                     "its position?", 2, words=(20, 150), since=3)),
+    "10.3": (Written("10.Q5", "GPT-2 small in float16 at T = 1024: how many MB for one sequence, and at which batch does "
+                     "the cache outgrow the weights (249 MB in float16)?", 1, words=(5, 80), since=3),),
+    "10.4": (Written("10.Q6", "Why does prefill's intensity grow about in proportion to L, as long as the weights are "
+                     "most of the bytes moved?", 1, words=(15, 120), since=3),
+             Written("10.Q7", "Why can grouped-query attention make a ridge reachable that multi-head attention never "
+                     "reaches?", 1, words=(20, 150), since=3)),
+    "10.6": (Written("10.Q8", "`op_counts(exported)` shows 2 `Tanh` nodes and 69 `Constant`s, `op_counts(optimized)` "
+                     "none of either. Where did they go?", 1, words=(10, 100), since=3),
+             Written("10.Q9", "Export with `opset_version=20` instead: which fused operator appears, and how large is "
+                     "`relmax` then? Why must a fusion check an operator's attributes?", 2, words=(20, 150), since=3),
+             Written("10.Wrap-up", "Answer the four wrap-up questions above in the cell below", 0, words=(0, 600),
+                     since=3)),
+}
+"""The lab's questions answered in words (release 3): Q1, Q3 and the wrap-up for practice, the others marked by
+hand against ``rubrics.py``; their points came out of each task's exported answer."""
 
 
 LAB = Lab(
@@ -166,33 +197,36 @@ LAB = Lab(
     releases=RELEASES,
     tasks=(
         Task(
-            id="10.1", title="Parameters and bytes", answer_points=3,
+            id="10.1", title="Parameters and bytes", answer_points=2,
             answer="{'tiny': param_count(TINY), 'tiny_bytes_fp32': weight_bytes(TINY, torch.float32), "
                    "'gpt2_small_bytes': {'float32', 'float16', 'int8'}}",
             keys=("tiny", "tiny_bytes_fp32", "gpt2_small_bytes"),
             function="param_count", run_case=_params, grader_check=f"{JUDGE}:check_params", checks=CHECKS["10.1"],
+            written=WRITTEN["10.1"],
             hidden_points=12,
         ),
         Task(
-            id="10.2", title="Prefill and decode MACs", answer_points=4,
+            id="10.2", title="Prefill and decode MACs", answer_points=2,
             answer="{'tiny_prefill_16', 'tiny_decode_past_16', 'gpt2_prefill_512_last', 'gpt2_decode_past_512'}: MACs (ints)",
             keys=("tiny_prefill_16", "tiny_decode_past_16", "gpt2_prefill_512_last", "gpt2_decode_past_512"),
             function="macs", run_case=_macs, grader_check=f"{JUDGE}:check_macs", checks=CHECKS["10.2"],
+            written=WRITTEN["10.2"],
             hidden_points=16,
         ),
         Task(
-            id="10.3", title="KV-cache bytes", answer_points=2,
+            id="10.3", title="KV-cache bytes", answer_points=1,
             answer="{'tiny_17_fp32', 'gpt2_1024_fp16', 'gpt2_1024_fp16_batch8'}: bytes (ints)",
             keys=("tiny_17_fp32", "gpt2_1024_fp16", "gpt2_1024_fp16_batch8"),
             function="kv_cache_bytes", run_case=_kv, grader_check=f"{JUDGE}:check_kv", checks=CHECKS["10.3"],
+            written=WRITTEN["10.3"],
             hidden_points=8,
         ),
         Task(
-            id="10.4", title="Arithmetic intensity", answer_points=3,
+            id="10.4", title="Arithmetic intensity", answer_points=1,
             answer="{'gpt2_prefill_512', 'gpt2_decode_past_512', 'batch_to_ridge_10', 'batch_to_ridge_100'}",
             keys=("gpt2_prefill_512", "gpt2_decode_past_512", "batch_to_ridge_10", "batch_to_ridge_100"),
             tolerance=RATIO, function="intensity", run_case=_intensity, grader_check=f"{JUDGE}:check_intensity",
-            checks=CHECKS["10.4"],
+            checks=CHECKS["10.4"], written=WRITTEN["10.4"],
             hidden_points=12,
         ),
         Task(
@@ -204,11 +238,11 @@ LAB = Lab(
             hidden_points=20,
         ),
         Task(
-            id="10.6", title="ONNX export and fusions", answer_points=5,
+            id="10.6", title="ONNX export and fusions", answer_points=2,
             answer="{'nodes_before', 'nodes_after', 'fused': {op: count}, 'relmax_log10'} of TinyGPT",
             keys=("nodes_before", "nodes_after", "fused", "relmax_log10"), tolerance=LOG10,
             function="export_and_optimize", run_case=_export, grader_check=f"{JUDGE}:check_export",
-            checks=CHECKS["10.6"],
+            checks=CHECKS["10.6"], written=WRITTEN["10.6"],
             hidden_points=10,
         ),
     ),

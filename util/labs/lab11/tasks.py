@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab11.public_checks import CHECKS
 
 LAB_NAME = "lab11"
@@ -272,9 +272,28 @@ RELEASES = (
             "0.5x to 2x. A profile read from a recorded trace, or predicted, no longer passes; a measured one does, "
             "as before.",
             marker="on a CNN and a convolution it draws for each"),
+    Release(3, "2026-11-26", "Tasks 11.5 and 11.6 ask written questions, Q1 and Q2 (3 points each, marked by hand): "
+            "why predicted and measured layer times disagree, and why batching helps some layers and "
+            "never a depthwise convolution; their points came from the two tasks' exported answers.",
+            marker="(written, 3 points of task 11.5, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``). Release 2 changed no case: the judge of the measured profile and achieved
 GFLOP/s also runs the student's functions again on models it draws (``judge.py``), for notebooks of either release."""
+
+
+WRITTEN = {
+    "11.5": (Written("11.Q1", "Predicted and measured times of ResNet-18's layers disagree: by up to about 2x "
+                     "for the large early convolutions, by 5x and more for `layer4`'s convolutions at "
+                     "batch 1, and by far more for `fc`. Explain each of the three gaps, and why the "
+                     "roofline is a bound rather than a forecast.",
+                     3, words=(40, 250), since=3),),
+    "11.6": (Written("11.Q2", "Why does `layer4.1.conv1` gain several times more GFLOP/s from batch 1 to batch "
+                     "32 than `layer1.0.conv1`, and why can a depthwise convolution never reach the "
+                     "ridge, whatever the batch?",
+                     3, words=(40, 250), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -317,7 +336,7 @@ LAB = Lab(
             hidden_points=8,
         ),
         Task(
-            id="11.5", title="Measured against predicted", answer_points=4,
+            id="11.5", title="Measured against predicted", answer_points=1, written=WRITTEN["11.5"],
             answer="{'measured_s': layer_times(the ResNet-18 trace), 'ratio': {layer: measured / predicted}, "
                    "'spearman': spearman(predicted, measured)}",
             keys=("measured_s", "ratio", "spearman"), tolerance=FLOATS,
@@ -326,7 +345,7 @@ LAB = Lab(
             hidden_points=18,
         ),
         Task(
-            id="11.6", title="Batch size moves layers across the ridge", answer_points=4,
+            id="11.6", title="Batch size moves layers across the ridge", answer_points=1, written=WRITTEN["11.6"],
             answer="{layer: ridge_batch(layer, sample shape, GRADER_MACHINE)} for conv1, layer1.0.conv1, "
                    "layer3.0.conv2, layer4.1.conv1 and fc of ResNet-18",
             tolerance=FLOATS, function="ridge_batch", run_case=BATCH_CASES, grader_check=f"{JUDGE}:check",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab12.public_checks import CHECKS
 
 LAB_NAME = "lab12"
@@ -139,9 +139,27 @@ RELEASES = (
             "Task 12.1's grad is run again by the grader in a process of its own, on one thread where no thread "
             "or process can start and autograd stays refused: the gradients it returns there are graded.",
             marker="That process cannot read the digits"),
+    Release(3, "2026-11-26", "Tasks 12.2 and 12.4 ask written questions, Q1 (2 points) and Q2 (3 points), marked by "
+            "hand: what grows with the batch in training memory, and why an exact checkpointing plan "
+            "recomputes less than the square-root rule; their points came from the two tasks' "
+            "exported answers.",
+            marker="(written, 2 points of task 12.2, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``). Release 2 changed no case: the judges of 12.5 (``judge_training.py``) and
 12.1 (``judge.py``, ``grad_harness.py``) measure and withhold more, for notebooks of either release."""
+
+
+WRITTEN = {
+    "12.2": (Written("12.Q1", "Why does Adam need more memory than SGD for the same model, and which part of "
+                     "training memory grows with the batch? Give DigitsCNN's numbers.",
+                     2, words=(20, 150), since=3),),
+    "12.4": (Written("12.Q2", "Checkpointing trades memory for recomputation. Why can a plan that fits the "
+                     "budget exactly recompute less than the square-root rule, and why does the rule "
+                     "do worse still when the blocks have different widths?",
+                     3, words=(30, 200), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -160,7 +178,7 @@ LAB = Lab(
             hidden_points=20,
         ),
         Task(
-            id="12.2", title="Training memory", answer_points=4,
+            id="12.2", title="Training memory", answer_points=2, written=WRITTEN["12.2"],
             answer="training_memory(DigitsCNN, (64, 1, 8, 8), 'adam'): {'weights', 'grads', 'optimizer_state', "
                    "'saved_activations', 'total'} in bytes",
             keys=("weights", "grads", "optimizer_state", "saved_activations", "total"),
@@ -175,7 +193,7 @@ LAB = Lab(
             hidden_points=12,
         ),
         Task(
-            id="12.4", title="Checkpointing plan", answer_points=4,
+            id="12.4", title="Checkpointing plan", answer_points=1, written=WRITTEN["12.4"],
             answer="{'recompute_macs', 'within_budget'} of your plan for the 8-block chain within 917,504 bytes, and "
                    "{'sqrt_rule_recompute_macs', 'sqrt_rule_peak_bytes'} of the sqrt(n) plan [0, 3, 6]",
             keys=("recompute_macs", "within_budget", "sqrt_rule_recompute_macs", "sqrt_rule_peak_bytes"),

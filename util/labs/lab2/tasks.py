@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab2.public_checks import CHECKS
 
 ATTRIBUTES = Tolerance(rtol=1e-6)
@@ -67,12 +67,31 @@ def prepare() -> None:
         export_torchvision(model, input_shape=shape)
 
 
+WRITTEN = {
+    "2.4": (Written("2.Q1", "MobileNetV2's peak live memory is about twice its largest activation. Why is "
+                     "the peak more than the largest tensor, why could another valid order of the "
+                     "same graph have another peak, and why would a runtime's measured peak differ "
+                     "from yours?",
+                     6, words=(40, 250), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name="lab2",
     prepare="util.labs.lab2.tasks:prepare",
     title="ONNX model analysis",
     notebook="lab2_onnx_analysis.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
+    releases=(
+        Release(1, "2026-11-22", "The first release: operator counts, a node inspector, per-node bandwidth, peak live "
+                "activation memory and a schedule plot of MobileNetV2 exported to ONNX."),
+        Release(2, "2026-11-26", "Task 2.4 asks a written question, Q1 (6 points, marked by hand): why the peak of live "
+                "memory is more than the largest tensor, and why orders and runtimes change it; its "
+                "points came from 2.4's exported answer.",
+                marker="(written, 6 points of task 2.4, marked by hand)"),
+    ),
     tasks=(
         Task(
             id="2.1", title="Operator counts", answer_points=4,
@@ -99,7 +118,7 @@ LAB = Lab(
             checks=CHECKS["2.3"],
         ),
         Task(
-            id="2.4", title="Peak live activation memory", answer_points=10,
+            id="2.4", title="Peak live activation memory", answer_points=4, written=WRITTEN["2.4"],
             answer="a dict {'per_node': [rows {'node','live_bytes'}], 'peak_node': str, 'peak_bytes': int}",
             keys=("per_node", "peak_node", "peak_bytes"),
             function="live_memory", run_case=_call_sizes,

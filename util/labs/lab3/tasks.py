@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab3.public_checks import CHECKS as PUBLIC
 
 NUMBERS = Tolerance(rtol=1e-4, atol=1e-4)
@@ -107,8 +107,26 @@ RELEASES = (
             "per Gemm); it adds a picture of the tiles of 3.2 (util.labs.lab3.figures.draw_tile_grid). Nothing "
             "graded changed.",
             marker="each Gemm may become at most 16 nodes"),
+    Release(4, "2026-11-26", "Tasks 3.3 and 3.6 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+            "hand: what the naive layout's nodes cost, and what padding the weight tiles costs; their "
+            "points came from the two tasks' exported answers.",
+            marker="(written, 3 points of task 3.3, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``)."""
+
+
+WRITTEN = {
+    "3.3": (Written("3.Q1", "Your naive AlexNet does exactly the multiplications of the untiled model. How "
+                     "many MatMul nodes does it have, and why do that many small nodes cost time that "
+                     "three Gemms do not, both when the session is created and on every run?",
+                     3, words=(30, 200), since=4),),
+    "3.6": (Written("3.Q2", "The batched layout multiplies zero padding. For AlexNet's last Gemm (4096 x "
+                     "1000, `tn = 64`), how many of the output columns it computes are padding, and "
+                     "why does the padding cost so little?",
+                     2, words=(20, 150), since=4),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 4): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -135,7 +153,7 @@ LAB = Lab(
             hidden_points=36,
         ),
         Task(
-            id="3.3", title="Every Gemm of AlexNet tiled", answer_points=4,
+            id="3.3", title="Every Gemm of AlexNet tiled", answer_points=1, written=WRITTEN["3.3"],
             answer="summarize(replace_gemms(alexnet, (64, 64, 64)))",
             tolerance=NUMBERS, function="replace_gemms", run_case=_call_model, grader_check=f"{CHECKS}:check_model",
             checks=PUBLIC["3.3"],
@@ -158,7 +176,7 @@ LAB = Lab(
             hidden_points=3,
         ),
         Task(
-            id="3.6", title="Efficient tiled layout", answer_points=3,
+            id="3.6", title="Efficient tiled layout", answer_points=1, written=WRITTEN["3.6"],
             answer="a dict {'gemms': int, 'within_bounds': bool, 'nodes_per_gemm_at_most_16': bool}",
             keys=("gemms", "within_bounds", "nodes_per_gemm_at_most_16"),
             tolerance=NUMBERS, function="replace_gemms_batched", run_case=_call_model,

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task
+from util.contract import Lab, Release, Task, Written
 from util.labs.lab4.public_checks import CHECKS
 
 CPP = ("lab4_libtorch/cpp/CMakeLists.txt", "lab4_libtorch/cpp/scaffold.h", "lab4_libtorch/cpp/scaffold.cpp",
@@ -59,6 +59,10 @@ RELEASES = (
             "C_out/groups x kernel elements). The notebook states both with a hand count and a public check, and "
             "each of 4.1-4.3 has a hidden check on tiny_tied, whose points came from the task's other checks.",
             marker="A shared tensor counts once."),
+    Release(4, "2026-11-26", "Task 4.2 asks a written question, Q1 (6 points, marked by hand): why the leaf walk, the "
+            "top-level walk and lab 2's peak give three different activation memories; its points "
+            "came from 4.2's exported answer.",
+            marker="(written, 6 points of task 4.2, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``); the C++ cases on ``tiny_tied`` came with release 3."""
 
@@ -75,6 +79,17 @@ def prepare() -> None:
              for c in t.cases}
     for model, shape in sorted(specs):
         export(model, shape)
+
+
+WRITTEN = {
+    "4.2": (Written("4.Q1", "Your leaf walk finds about 31.5 MB of activations in GoogLeNet, the top-level "
+                     "walk 13.3 MB, and lab 2's peak live memory of a network is smaller still. "
+                     "Explain each difference: what the top-level walk misses, and why the memory "
+                     "inference needs at its peak is below the sum that training keeps.",
+                     6, words=(40, 250), since=4),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 4): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -107,7 +122,7 @@ LAB = Lab(
             checks=CHECKS["4.1"],
         ),
         Task(
-            id="4.2", title="Activation memory (C++)", answer_points=11,
+            id="4.2", title="Activation memory (C++)", answer_points=5, written=WRITTEN["4.2"],
             answer="the analyzer's 'activations' JSON: {'layers': [rows {'name','type','shape','element_size',"
                    "'bytes'}], 'total_bytes': int}",
             keys=("layers", "total_bytes"),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab5.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab5"
@@ -142,6 +142,10 @@ RELEASES = (
             "computed in float32 (PyTorch's own fuser on float32 modules included) gets wrong by about 1e-3. A "
             "float64 fold that passed before passes these too.",
             marker="In three of the hidden pairs the BatchNorm's shift cancels the conv's bias"),
+    Release(3, "2026-11-26", "Task 5.5 asks a written question, Q1 (6 points, marked by hand): whether folding "
+            "BatchNorm is safe in float32 and float16, argued from the error table; its points came "
+            "from 5.5's exported table.",
+            marker="(written, 6 points of task 5.5, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``); release 2 made the hidden folds cancel their conv's bias."""
 
@@ -150,6 +154,17 @@ CONV_SUMMARY = ("weight_shape", "stride", "padding", "dilation", "groups", "padd
                 "weight_l1", "bias_l1")
 ERROR_TABLE = ("fold32_vs_orig32", "orig32_vs_fp64", "fold16_vs_orig16", "orig16_vs_fp64", "origbf16_vs_fp64",
                "top1_flips_fold32")
+
+WRITTEN = {
+    "5.5": (Written("5.Q1", "Before reading on: your table puts the fold's difference next to the error each "
+                     "dtype makes anyway against float64. Is folding BatchNorm a safe substitution in "
+                     "float32, and in float16? Argue from your numbers, and say what tolerance a test "
+                     "of the fold should use.",
+                     6, words=(40, 250), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
+
 
 LAB = Lab(
     name=LAB_NAME,
@@ -187,7 +202,7 @@ LAB = Lab(
             hidden_points=8,
         ),
         Task(
-            id="5.5", title="Error budget across dtypes", answer_points=10,
+            id="5.5", title="Error budget across dtypes", answer_points=4, written=WRITTEN["5.5"],
             answer="error_table(resnet, x): five log10 values and an int", keys=ERROR_TABLE, tolerance=LOG10,
             function="error_table", run_case=_call_error_table, checks=PUBLIC["5.5"],
             hidden_points=10,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Lab, Task, Tolerance
+from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
 from util.labs.lab6.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab6"
@@ -84,11 +84,31 @@ def prepare() -> None:
 
 
 
+WRITTEN = {
+    "6.5": (Written("6.Q1", "On `layer_norm` no single pass restores the bits, yet `ddmin` finds a set that "
+                     "does. Why does disabling one pass at a time fail there, why is the set `ddmin` "
+                     "returns 1-minimal but not necessarily the smallest, and about how many sessions "
+                     "does it need compared with trying every subset of the 64 candidates?",
+                     5, words=(40, 250), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Compiler-introduced numerical errors",
     notebook="lab6_compiler_errors.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
+    releases=(
+        Release(1, "2026-11-23", "The first release: onnxruntime's optimisation levels, error metrics, a search for "
+                "error-maximising inputs, the first divergent tensor and the passes isolated by delta "
+                "debugging."),
+        Release(2, "2026-11-26", "Task 6.5 asks a written question, Q1 (5 points, marked by hand): why delta debugging "
+                "finds what disabling one pass at a time misses; its points came from 6.5's exported "
+                "answer.",
+                marker="(written, 5 points of task 6.5, marked by hand)"),
+    ),
     prepare="util.labs.lab6.tasks:prepare",
     shared_sources=("util/export_cache.py",),
     tasks=(
@@ -124,7 +144,7 @@ LAB = Lab(
             hidden_points=16,
         ),
         Task(
-            id="6.5", title="Isolate the pass", answer_points=7,
+            id="6.5", title="Isolate the pass", answer_points=2, written=WRITTEN["6.5"],
             answer="isolate_passes(resnet, resnet_feeds, CANDIDATES): a list of pass names",
             tolerance=EXACT, function="isolate_passes", run_case=_isolate,
             grader_check=f"{JUDGE}:check_isolation", checks=PUBLIC["6.5"],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Release, Task
+from util.contract import Lab, Release, Task, Written
 from util.labs.lab7.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab7"
@@ -116,8 +116,26 @@ RELEASES = (
                 keys=("casts", "fp16_initializers", "param_bytes_before", "param_bytes_after"),
                 function="convert", run_case=_convert_cast_params, grader_check=f"{JUDGE}:check_converted",
                 hidden_points=6),)),
+    Release(3, "2026-11-26", "Tasks 7.4 and 7.5 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+            "hand: why real float16 zeroes frag's rows while onnxruntime on a CPU does not, and why "
+            "no single node fixes it; their points came from the two tasks' exported answers.",
+            marker="(written, 3 points of task 7.4, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``); release 1's task 7.3 called ``convert(..., cast_params=True)``."""
+
+
+WRITTEN = {
+    "7.4": (Written("7.Q1", "Your plot shows frag's rows in float32, in onnxruntime's float16 and in your "
+                     "emulation. Why do the rows whose sum of squares passes 65,504 come out as zeros "
+                     "in real float16, and why does onnxruntime on a CPU not show it?",
+                     3, words=(30, 200), since=3),),
+    "7.5": (Written("7.Q2", "In frag no single node fixes the overflow. Why not, and why is the list "
+                     "`auto_fp32` returns an answer for this network only, not a rule for the op "
+                     "lists?",
+                     2, words=(20, 150), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -149,14 +167,14 @@ LAB = Lab(
             checks=PUBLIC["7.3"], hidden_points=6,
         ),
         Task(
-            id="7.4", title="Emulate fp16 on a CPU", answer_points=5,
+            id="7.4", title="Emulate fp16 on a CPU", answer_points=2, written=WRITTEN["7.4"],
             answer="a dict {'zero_rows', 'nonfinite_rows', 'onnxruntime_zero_rows'} for frag in float16",
             keys=("zero_rows", "nonfinite_rows", "onnxruntime_zero_rows"),
             function="emulate_fp16", run_case=_emulate, grader_check=f"{JUDGE}:check_emulated", checks=PUBLIC["7.4"],
             hidden_points=15,
         ),
         Task(
-            id="7.5", title="Minimal fp32 list", answer_points=5,
+            id="7.5", title="Minimal fp32 list", answer_points=3, written=WRITTEN["7.5"],
             answer="auto_fp32(frag(), frag_feeds(), all_fp16_lists(frag()), rtol=1e-2, atol=1e-3): node names in graph order",
             function="auto_fp32", run_case=_search, grader_check=f"{JUDGE}:check_fp32_list", checks=PUBLIC["7.5"],
             hidden_points=20,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Leaderboard, Task, Tolerance
+from util.contract import Lab, Leaderboard, Release, Task, Tolerance, Written
 from util.labs.lab8.public_checks import CHECKS
 
 LAB_NAME = "lab8"
@@ -120,11 +120,33 @@ def prepare() -> None:
 
 
 
+WRITTEN = {
+    "8.2": (Written("8.Q1", "Your plan and the course's pack the residual MLP differently. Why can best fit "
+                     "waste memory that another assignment would not, and why must a node never write "
+                     "its output into a buffer it still reads?",
+                     2, words=(20, 150), since=2),),
+    "8.4": (Written("8.Q2", "Where does your kernel's speed-up over the naive one come from? Name what your "
+                     "loop order (and blocking, if you used it) does for the cache and for "
+                     "vectorisation, and why threads would not change the grader's measurement.",
+                     3, words=(30, 200), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Graph executor",
     notebook="lab8_graph_executor/lab8_graph_executor.ipynb",
     packages=("torch", "torchvision", "onnx", "onnxscript", "onnxruntime", "numpy"),
+    releases=(
+        Release(1, "2026-11-23", "The first release: shape inference, a memory plan, an executor inside the plan, a C++ "
+                "matmul kernel and end-to-end runs, below the framework."),
+        Release(2, "2026-11-26", "Tasks 8.2 and 8.4 ask written questions, Q1 (2 points) and Q2 (3 points), marked by "
+                "hand: what best fit wastes and why a node never writes over its input, and where the "
+                "kernel's speed-up comes from; their points came from the two tasks' exported answers.",
+                marker="(written, 2 points of task 8.2, marked by hand)"),
+    ),
     support=("kernel",),
     requires=("g++",),
     prepare="util.labs.lab8.tasks:prepare",
@@ -142,7 +164,7 @@ LAB = Lab(
             hidden_points=16,
         ),
         Task(
-            id="8.2", title="Memory plan", answer_points=5,
+            id="8.2", title="Memory plan", answer_points=3, written=WRITTEN["8.2"],
             answer="summarize_plan(mlp, shapes, plan) plus the plan's assign: {'naive_bytes', 'planned_bytes', "
                    "'buffers', 'buffer_bytes', 'assign'}",
             keys=("naive_bytes", "planned_bytes", "buffers", "buffer_bytes", "assign"),
@@ -158,7 +180,7 @@ LAB = Lab(
             hidden_points=15,
         ),
         Task(
-            id="8.4", title="Fast matmul kernel", answer_points=5,
+            id="8.4", title="Fast matmul kernel", answer_points=2, written=WRITTEN["8.4"],
             answer="kernel_report(mm_fast): {'hand_example': 2x2 list, 'odd_sizes_correct': {size: bool}}",
             keys=("hand_example", "odd_sizes_correct"), tolerance=KERNEL,
             function="build_fast_kernel", run_case=_kernel, grader_check=f"{JUDGE}:check_kernel",

@@ -23,7 +23,7 @@ import json
 import tempfile
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Lab, Release, Task, Tolerance
+from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
 from util.labs.lab9.public_checks import CHECKS as PUBLIC
 
 LAB_NAME = "lab9"
@@ -172,8 +172,27 @@ RELEASES = (
             "rounding tie, where requantising in floating point (float32 or float64) rounds the other way. Integer "
             "code that passed before passes these too.",
             marker="each hidden model also holds three pruned channels"),
+    Release(3, "2026-11-26", "Tasks 9.3 and 9.6 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+            "hand: where an integer-only model loses information, and why one wide channel forces two "
+            "layers to stay float; their points came from the two tasks' exported answers.",
+            marker="(written, 3 points of task 9.3, marked by hand)"),
 )
 """The lab's changelog (``Lab.releases``); release 2 planted rounding ties in 9.3's hidden models."""
+
+
+WRITTEN = {
+    "9.3": (Written("9.Q1", "Your integer DigitsCNN agrees with the float model on most test images but not "
+                     "on all. Which steps of the integer pipeline round or clip, and why do a few "
+                     "images change class while most do not?",
+                     3, words=(30, 200), since=3),),
+    "9.6": (Written("9.Q2", "The outlier model computes the same function as DigitsCNN, yet quantised per "
+                     "tensor it loses accuracy, and neither conv1 nor conv2 alone kept in float "
+                     "restores it. Why does one wide channel ruin the other fifteen, and why must "
+                     "both layers stay float?",
+                     2, words=(20, 150), since=3),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 3): their
+points came out of their task's exported answer."""
 
 
 LAB = Lab(
@@ -200,7 +219,7 @@ LAB = Lab(
             hidden_points=12,
         ),
         Task(
-            id="9.3", title="Integer-only inference", answer_points=5,
+            id="9.3", title="Integer-only inference", answer_points=2, written=WRITTEN["9.3"],
             answer="a dict for DigitsCNN run on integers only: accuracy, agreement with float, shifts, "
                    "first image's int8 logits, accumulator bits",
             keys=("accuracy", "agreement", "shift_min", "shift_max", "first_logits", "accumulator_bits"),
@@ -225,7 +244,7 @@ LAB = Lab(
             hidden_points=10,
         ),
         Task(
-            id="9.6", title="Localise the error; a 1-minimal float set", answer_points=5,
+            id="9.6", title="Localise the error; a 1-minimal float set", answer_points=3, written=WRITTEN["9.6"],
             answer="a dict for the outlier model: layer errors as log10 and the nodes keep_in_float keeps",
             keys=("log10_errors", "keep_in_float"), tolerance=LOG10, function="keep_in_float",
             run_case=_keep_in_float, grader_check=f"{JUDGE}:check_float_set", checks=PUBLIC["9.6"],
