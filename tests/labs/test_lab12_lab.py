@@ -254,25 +254,51 @@ def test_the_plan_judge_on_good_wrong_and_hostile_files():
 
 
 def test_the_gradient_judge(solution):
+    """12.1's judge runs the saved ``grad`` again in a student process and grades those gradients: the
+    solution's pass, one off by 1e-4 on ``w1`` fails with its measure, and the gradients the kernel saved count
+    for nothing (wrong ones beside the solution's function still pass)."""
+    import cloudpickle
+
+    from grader.judge.isolated import serving
+
     spec = LAB.task("12.1").cases[0].spec
     gm = build_graph(spec["graph"])
     gm.requires_grad_(False)
-    found = solution["grad"](gm, feeds(spec["graph"], spec["batch"], spec["start"]), parameter_names(gm))
+    honest = solution["grad"]
+    found = honest(gm, feeds(spec["graph"], spec["batch"], spec["start"]), parameter_names(gm))
     good = {f"grad/{k}": v.double().numpy() for k, v in found.items()}
-    assert judge.check_grads(spec, npz(**good), tasks.GRADIENTS) == []
-    off = dict(good, **{"grad/w1": good["grad/w1"] * (1 + 1e-4)})
-    [problem] = judge.check_grads(spec, npz(**off), tasks.GRADIENTS)
+
+    def off(gm, inputs, wrt):
+        grads = honest(gm, inputs, wrt)
+        grads["w1"] = grads["w1"] * (1 + 1e-4)
+        return grads
+
+    def saved(function, arrays) -> bytes:
+        return npz(**arrays, grad_fn=np.frombuffer(cloudpickle.dumps(function), dtype=np.uint8))
+
+    with serving():
+        assert judge.check_grads(spec, saved(honest, good), tasks.GRADIENTS) == []
+        zeros = {name: np.zeros_like(value) for name, value in good.items()}
+        assert judge.check_grads(spec, saved(honest, zeros), tasks.GRADIENTS) == []
+        [problem] = judge.check_grads(spec, saved(off, good), tasks.GRADIENTS)
+
+        def nan(gm, inputs, wrt):
+            return {**honest(gm, inputs, wrt), "b0": torch.full_like(gm.b0, float("nan"))}
+
+        def transposed(gm, inputs, wrt):
+            grads = honest(gm, inputs, wrt)
+            return {**grads, "w3": grads["w3"].T.contiguous()}
+
+        assert judge.check_grads(spec, saved(nan, good), tasks.GRADIENTS) == [
+            "the gradient of 'b0' holds NaN or infinity"]
+        [shape] = judge.check_grads(spec, saved(transposed, good), tasks.GRADIENTS)
     assert problem.startswith("the gradient of 'w1' differs from float64 autograd by 0.0001 of its largest element")
-    nan = dict(good, **{"grad/b0": np.full_like(good["grad/b0"], np.nan)})
-    assert judge.check_grads(spec, npz(**nan), tasks.GRADIENTS) == ["the gradient of 'b0' holds NaN or infinity"]
-    shaped = dict(good, **{"grad/w3": good["grad/w3"].T.copy()})
-    assert judge.check_grads(spec, npz(**shaped), tasks.GRADIENTS) == [
-        "the gradient of 'w3' has shape [64, 10] (float64); the parameter has shape [10, 64]"]
+    assert shape.startswith("the gradient of 'w3' has shape [64, 10]") and shape.endswith("has shape [10, 64]"), shape
     missing = {k: v for k, v in good.items() if k != "grad/b3"}
-    assert "the grader expected exactly" in judge.check_grads(spec, npz(**missing), tasks.GRADIENTS)[0]
+    assert "the grader expected exactly" in judge.check_grads(spec, saved(honest, missing), tasks.GRADIENTS)[0]
     assert judge.check_grads(spec, b"not an npz", tasks.GRADIENTS) == [READ_FAILED.format(why="it is not an .npz (zip) archive")]
     pickled = io.BytesIO()
-    np.savez(pickled, **{k: np.array([object()], dtype=object) for k in good})
+    np.savez(pickled, **{k: np.array([object()], dtype=object) for k in [*good, "grad_fn"]})
     assert "holds Python objects" in judge.check_grads(spec, pickled.getvalue(), tasks.GRADIENTS)[0]
 
 
