@@ -52,11 +52,41 @@ def _sources() -> list[tuple[str, str]]:
     return out
 
 
+GPU_ONLY = {"util/labs/lab14/launch.py": ("gpu_seconds",)}
+"""Functions that exist to time a kernel compiled on a GPU (lab 14's device benchmark): each refuses, in words,
+to run without one (tested below), and nothing graded calls them."""
+
+
+def _gpu_only_spans(name: str, text: str) -> list[tuple[int, int]]:
+    import ast
+
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    return [(offsets[node.lineno - 1], offsets[node.end_lineno]) for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name in GPU_ONLY.get(name, ())]
+
+
 def test_no_lab_or_course_code_requires_cuda():
     sources = _sources()
     assert any(name.startswith("solutions/") for name, _ in sources)
-    found = [(name, m.group(0)) for name, text in sources for m in HARD_CUDA.finditer(text)]
+    found = []
+    for name, text in sources:
+        spans = _gpu_only_spans(name, text) if name in GPU_ONLY else []
+        assert len(spans) == len(GPU_ONLY.get(name, ())), (name, "a GPU-only function listed here is gone")
+        found += [(name, m.group(0)) for m in HARD_CUDA.finditer(text)
+                  if not any(start <= m.start() < end for start, end in spans)]
     assert found == [], "use the device setup() returns, and only where a GPU is optional"
+
+
+def test_the_gpu_only_timer_refuses_without_a_gpu(monkeypatch):
+    from util.labs.lab14 import launch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="gpu_seconds needs a GPU"):
+        launch.gpu_seconds("matmul", None, torch.ones(2, 2), torch.ones(2, 2))
 
 
 def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
