@@ -355,3 +355,45 @@ def test_forward_values_and_the_given_backward_helpers():
     g = torch.rand_like(pooled)
     pooled.backward(g)
     assert torch.equal(max_pool2d_vjp(x.detach(), g, 2), x.grad)
+
+
+def _stated_need(sizes: list[int], s: int, e: int) -> int:
+    """12.4's handout and ``help(run_plan)``: the memory a segment [s, e) needs at its largest backward step."""
+    return max(sum(sizes[s + 1:i + 2]) + sizes[i + 1] + (sizes[i] if i else 0) for i in range(s, e))
+
+
+def test_the_stated_segment_need_gives_run_plans_peak_for_unequal_widths():
+    """Issue 37: 12.4 states a segment's need for blocks of different widths; the peak it gives (kept starts so far
+    plus the need, the largest over the segments) is what run_plan measures, on every plan of random chains."""
+    rng = random.Random(37)
+    for _ in range(12):
+        n = rng.randint(1, 6)
+        chain = Chain(2, tuple(rng.choice([4, 16, 64, 256]) for _ in range(n + 1)))
+        for r in range(n):
+            for rest in itertools.combinations(range(1, n), r):
+                plan = [0, *rest]
+                bounds = [*plan, n]
+                stated = max(sum(chain.bytes[k] for k in plan[:j + 1]) + _stated_need(chain.bytes, s, e)
+                             for j, (s, e) in enumerate(zip(bounds, bounds[1:])))
+                assert stated == run_plan(chain, plan).peak_bytes, (chain.widths, plan)
+    assert "need(s, e) = max over i = s .. e-1" in run_plan.__doc__
+
+
+def test_measuring_memory_may_leave_batchnorm_and_train_mode_changed_as_the_handout_says(solution):
+    """Issue 37: 12.2 says measuring may leave BatchNorm's statistics updated and the model in train mode, because
+    the grader calls the function on a fresh model per case and measures on its own: that measurement does not
+    depend on what an earlier call left in a model."""
+    from grader import REPO
+    from grader.core import notebook
+    from util.labs.lab12.judge import measured_saved_bytes
+    from util.labs.lab12.nets import build_net
+
+    used = build_net("digits_cnn")
+    before = {k: v.clone() for k, v in used.state_dict().items()}
+    solution["training_memory"](used, (16, 1, 8, 8), "adam")
+    changed = [k for k, v in used.state_dict().items() if not torch.equal(v, before[k])]
+    assert used.training and changed and all("running" in k or "num_batches" in k for k in changed)
+    assert measured_saved_bytes(used, (16, 1, 8, 8)) == measured_saved_bytes(build_net("digits_cnn"), (16, 1, 8, 8))
+    text = " ".join(" ".join(c.source for c in notebook.read(REPO / "labs" / LAB.notebook).cells
+                             if c.cell_type == "markdown").split())
+    assert "**What measuring may change in the model.**" in text and "on a freshly built model for each case" in text
