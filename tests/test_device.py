@@ -136,7 +136,7 @@ def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_pa
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
     unsandboxed = [f for f in failing if NEEDS_THE_SANDBOX in f[2]]
     assert failing == unsandboxed and {task for task, _, _ in unsandboxed} <= {"12.5", "16.5"}
-    lost = sum(c.max_points for t in result.tasks for c in t.checks if c.status != "passed")
+    lost = sum(c.max_score for t in result.tasks for c in t.checks if c.status != "passed")
     assert result.score == result.max_score - lost and result.max_score == lab.auto_points  # written ones: by hand
     executed = nbformat.read(str(tmp_path / "out" / "executed.ipynb"), as_version=4)
     if lab_name == "lab1":  # its first cell says which device setup() returned

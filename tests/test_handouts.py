@@ -360,7 +360,7 @@ def undefined_names(nb) -> list[str]:
 
 @pytest.mark.parametrize("lab_name", list(LABS))
 def test_every_name_a_handouts_given_code_uses_is_defined_before_it_runs(lab_name):
-    """Issue 37 (lab 10.5 reported a given cell using a name nothing defined): run top to bottom, the handout's
+    """A reported gap (lab 10.5 reported a given cell using a name nothing defined): run top to bottom, the handout's
     cells define every name they use."""
     assert undefined_names(notebook.read(REPO / "labs" / LABS[lab_name].notebook)) == []
 

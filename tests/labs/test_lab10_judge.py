@@ -386,7 +386,7 @@ def test_a_kernel_that_forges_everything_gets_no_judged_case(graded, tmp_path):
 
 
 def test_positions_given_as_L_or_as_B_by_L_are_both_what_the_handout_allows(solution):
-    """10.5's handout (issue 37) says ``model.wpe`` may be given the step's positions as ``[L]`` (broadcast) or as
+    """10.5's handout says ``model.wpe`` may be given the step's positions as ``[L]`` (broadcast) or as
     ``[B, L]``: the judge's hooks record them flattened and compare the set, so both pass, at a batch of 2."""
     spec = next(c.spec for c in LAB.task("10.5").cases if c.spec["batch"] > 1)
     cfg, batch = GPTConfig.from_dict(spec["config"]), spec["batch"]

@@ -186,7 +186,7 @@ def test_the_graders_timers_time_only_what_they_are_given():
 
 
 def test_the_course_profiling_helper_raises_no_warning_and_the_handout_says_what_the_messages_are():
-    """Issue 37: profiling with the course's helper (``annotate_layers`` around ``torch.profiler.profile``, what
+    """profiling with the course's helper (``annotate_layers`` around ``torch.profiler.profile``, what
     ``profile_layers`` does, and the export) raises no Python warning, every warning recorded; the ERROR/USDT
     lines students see are Kineto's C++ output, which the handout says a warnings filter cannot hide. 11.6 says
     the batch-32 gain depends on the machine."""

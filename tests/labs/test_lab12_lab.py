@@ -363,7 +363,7 @@ def _stated_need(sizes: list[int], s: int, e: int) -> int:
 
 
 def test_the_stated_segment_need_gives_run_plans_peak_for_unequal_widths():
-    """Issue 37: 12.4 states a segment's need for blocks of different widths; the peak it gives (kept starts so far
+    """12.4 states a segment's need for blocks of different widths; the peak it gives (kept starts so far
     plus the need, the largest over the segments) is what run_plan measures, on every plan of random chains."""
     rng = random.Random(37)
     for _ in range(12):
@@ -380,7 +380,7 @@ def test_the_stated_segment_need_gives_run_plans_peak_for_unequal_widths():
 
 
 def test_measuring_memory_may_leave_batchnorm_and_train_mode_changed_as_the_handout_says(solution):
-    """Issue 37: 12.2 says measuring may leave BatchNorm's statistics updated and the model in train mode, because
+    """12.2 says measuring may leave BatchNorm's statistics updated and the model in train mode, because
     the grader calls the function on a fresh model per case and measures on its own: that measurement does not
     depend on what an earlier call left in a model."""
     from grader import REPO

@@ -232,7 +232,7 @@ def _handout_section(task_id: str) -> str:
 
 
 def test_an_all_zero_range_is_stated_as_it_differs_from_onnxruntime(solution):
-    """9.1 (issue 37): this lab gives an all-zero range scale 1 and zero point qmin (asymmetric), onnxruntime zero
+    """9.1: this lab gives an all-zero range scale 1 and zero point qmin (asymmetric), onnxruntime zero
     point 0; the handout says so instead of claiming to match onnxruntime there."""
     from onnxruntime.quantization.quant_utils import compute_scale_zp
 
@@ -253,7 +253,7 @@ def solution_96():
 
 
 def test_layer_errors_reports_node_outputs_only_as_the_handout_states(solution_96, tmp_path):
-    """9.6 (issue 37): the QDQ model also dequantises the graph input and every weight; layer_errors reports only
+    """9.6: the QDQ model also dequantises the graph input and every weight; layer_errors reports only
     outputs of the float model's nodes that were quantised, and the graph output, as the handout's rule says."""
     import onnx
 
@@ -277,7 +277,7 @@ def test_layer_errors_reports_node_outputs_only_as_the_handout_states(solution_9
 
 
 def test_keep_in_float_states_tested_and_raises_when_no_set_suffices(solution_96, tmp_path):
-    """9.6 (issue 37): a given cell reads ``keep_in_float.tested``: the text and the handout's docstring describe it;
+    """9.6: a given cell reads ``keep_in_float.tested``: the text and the handout's docstring describe it;
     when no set suffices the solution raises ValueError, as the text says (any list would fail the judge)."""
     import ast
 
