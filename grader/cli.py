@@ -277,10 +277,10 @@ def parser() -> argparse.ArgumentParser:
               "assignment's autograder timeout.")
     _lab_flag(gs, "the lab to grade", required=True)
     gs.add_argument("--out", type=Path, metavar="ZIP", help="the zip to write (default: build/autograder_<lab>.zip)")
-    gs.add_argument("--student-feedback", choices=("summary", "diagnosed"), default="summary",
+    gs.add_argument("--student-feedback", choices=("summary", "diagnosed"), metavar="{summary,diagnosed}",
                     help="'diagnosed': each task with a failed hidden case gets a second test, shown by Gradescope "
                          "after the due date, with each case's input, the student's value and the expected value "
-                         "or failed property (default: %(default)s, the summary only)")
+                         "or failed property (default: summary, the summary only)")
     _limit_flags(gs)
 
     a = _sub(sub, "autograde", "grade $GRADESCOPE_ROOT/submission into results/results.json "
@@ -289,7 +289,7 @@ def parser() -> argparse.ArgumentParser:
              "<root>/results/results.json, feedback.md and feedback.html.")
     _lab_flag(a, "the lab to grade", required=True)
     a.add_argument("--root", type=Path, metavar="DIR", help="instead of $GRADESCOPE_ROOT or /autograder")
-    a.add_argument("--student-feedback", choices=("summary", "diagnosed"), default="summary",
+    a.add_argument("--student-feedback", choices=("summary", "diagnosed"), metavar="{summary,diagnosed}",
                    help="as gradescope's: 'diagnosed' adds the explained hidden cases, visible after the due date")
     _limit_flags(a)
     return p
@@ -329,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
             return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args),
-                                         student_feedback=args.student_feedback)
+                                         student_feedback=args.student_feedback or "summary")
         return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args),
-                                         student_feedback=args.student_feedback)
+                                         student_feedback=args.student_feedback or "summary")
     if args.command == "dispute":
         from grader.grade import dispute
         return dispute.main(out=args.out, who=args.student, task_ids=args.task, decide_points=args.decide,
