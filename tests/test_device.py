@@ -52,11 +52,41 @@ def _sources() -> list[tuple[str, str]]:
     return out
 
 
+GPU_ONLY = {"util/labs/lab14/launch.py": ("gpu_seconds",)}
+"""Functions that exist to time a kernel compiled on a GPU (lab 14's device benchmark): each refuses, in words,
+to run without one (tested below), and nothing graded calls them."""
+
+
+def _gpu_only_spans(name: str, text: str) -> list[tuple[int, int]]:
+    import ast
+
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    return [(offsets[node.lineno - 1], offsets[node.end_lineno]) for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and node.name in GPU_ONLY.get(name, ())]
+
+
 def test_no_lab_or_course_code_requires_cuda():
     sources = _sources()
     assert any(name.startswith("solutions/") for name, _ in sources)
-    found = [(name, m.group(0)) for name, text in sources for m in HARD_CUDA.finditer(text)]
+    found = []
+    for name, text in sources:
+        spans = _gpu_only_spans(name, text) if name in GPU_ONLY else []
+        assert len(spans) == len(GPU_ONLY.get(name, ())), (name, "a GPU-only function listed here is gone")
+        found += [(name, m.group(0)) for m in HARD_CUDA.finditer(text)
+                  if not any(start <= m.start() < end for start, end in spans)]
     assert found == [], "use the device setup() returns, and only where a GPU is optional"
+
+
+def test_the_gpu_only_timer_refuses_without_a_gpu(monkeypatch):
+    from util.labs.lab14 import launch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="gpu_seconds needs a GPU"):
+        launch.gpu_seconds("matmul", None, torch.ones(2, 2), torch.ones(2, 2))
 
 
 def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
@@ -69,10 +99,24 @@ def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
         assert model(x).shape == (2, 10)
 
 
+COMPILED_ON_A_GPU = {"lab14": "its Triton kernels are compiled, not interpreted, when a GPU is reported: a simulated "
+                                "GPU cannot run them (run on a real one: benchmarks/bench_lab14.py --kernels-only)"}
+"""Labs whose GPU path needs a real GPU, so the simulation below says nothing about them."""
+ON_THE_DEFAULT_RUN = ("lab1", "lab10", "lab12")
+"""The labs whose notebooks use the device setup() returns (1, 10) or whose training meets torch's accelerator
+checks (12) are simulated on every run; every other lab only under ``-m slow`` (the same path, minutes more)."""
+NEEDS_THE_SANDBOX = "without the sandbox (bubblewrap)"
+"""How a judge that withholds data from a student process refuses to run unsandboxed (labs 12.5 and 16.5)."""
+GPU_PARAMS = [pytest.param(name, marks=() if name in ON_THE_DEFAULT_RUN else pytest.mark.slow)
+              for name in LABS if name not in COMPILED_ON_A_GPU]
+
+
 @pytest.mark.notebook
-@pytest.mark.parametrize("lab_name", list(LABS))
+@pytest.mark.parametrize("lab_name", GPU_PARAMS)
 def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_path, monkeypatch, request):
-    """The graded kernel believes a GPU exists (sitecustomize patches torch): same full marks."""
+    """The graded kernel believes a GPU exists (sitecustomize patches torch): same full marks, but for a task whose
+    judge withholds data from a student process, which the sandbox must do (this run has none: the patch lives
+    in /tmp, which the sandbox hides) and which says so."""
     import shutil
     import tempfile
 
@@ -90,7 +134,10 @@ def test_solution_gets_full_marks_when_the_kernel_reports_a_gpu(lab_name, tmp_pa
     # sandbox off: the sandbox hides /tmp, where the patch lives (the device question is not the sandbox's)
     result = grade_submission(REPO / "solutions" / lab.notebook, lab, tmp_path / "out", sandbox=False)
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
-    assert failing == [] and result.score == result.max_score == lab.auto_points  # written ones: by hand
+    unsandboxed = [f for f in failing if NEEDS_THE_SANDBOX in f[2]]
+    assert failing == unsandboxed and {task for task, _, _ in unsandboxed} <= {"12.5", "16.5"}
+    lost = sum(c.max_points for t in result.tasks for c in t.checks if c.status != "passed")
+    assert result.score == result.max_score - lost and result.max_score == lab.auto_points  # written ones: by hand
     executed = nbformat.read(str(tmp_path / "out" / "executed.ipynb"), as_version=4)
     if lab_name == "lab1":  # its first cell says which device setup() returned
         printed = "".join(o.get("text", "") for c in executed.cells if c.cell_type == "code" for o in c.outputs)

@@ -306,3 +306,72 @@ def test_what_a_handout_says_the_grader_checks_is_backed_by_a_check_or_a_docstri
         if not backed:
             problems.append(f"task {task_id}: {' '.join(said.group(0).split())[:140]}")
     assert problems == []
+
+
+NOTEBOOK_NAMES = {"get_ipython", "display", "In", "Out", "_", "__", "___", "exit", "quit"}
+"""Names a Jupyter kernel defines beside the builtins."""
+
+
+def undefined_names(nb) -> list[str]:
+    """Names the handout's code cells use but never define, read in order as a student runs them: a name used at
+    a cell's top level must be imported or assigned by that cell or an earlier one; a name a function or class
+    body uses, by some cell of the notebook (the function may be called later). The cells the student fills in
+    count as what the handout gives them (their stubs define the functions). Within one cell order is not read.
+    Line magics and shell lines (``%``, ``!``) are skipped; a cell that does not parse is left to other tests."""
+    import builtins
+    import symtable
+
+    def table(cell):
+        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in cell.source.splitlines())
+        try:
+            return symtable.symtable(source, "<cell>", "exec")
+        except SyntaxError:
+            return None
+
+    def bound(top) -> set[str]:
+        return {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+
+    tables = [table(cell) for cell in nb.cells if cell.cell_type == "code"]
+    known = set(dir(builtins)) | NOTEBOOK_NAMES
+    anywhere = known.union(*(bound(t) for t in tables if t is not None))
+    problems: list[str] = []
+
+    def nested(scope, index):
+        for child in scope.get_children():
+            for symbol in child.get_symbols():
+                if (symbol.is_referenced() and symbol.is_global() and not symbol.is_assigned()
+                        and symbol.get_name() not in anywhere):
+                    problems.append(f"code cell {index}: {child.get_name()} uses {symbol.get_name()}, defined nowhere")
+            nested(child, index)
+
+    for index, top in enumerate(tables):
+        if top is None:
+            continue
+        mine = bound(top)
+        for symbol in top.get_symbols():
+            name = symbol.get_name()
+            if symbol.is_referenced() and name not in known and name not in mine:
+                where = "a later cell" if name in anywhere else "no cell"
+                problems.append(f"code cell {index}: uses {name}, which {where} defines")
+        nested(top, index)
+        known |= mine
+    return problems
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_every_name_a_handouts_given_code_uses_is_defined_before_it_runs(lab_name):
+    """Issue 37 (lab 10.5 reported a given cell using a name nothing defined): run top to bottom, the handout's
+    cells define every name they use."""
+    assert undefined_names(notebook.read(REPO / "labs" / LABS[lab_name].notebook)) == []
+
+
+def test_the_undefined_name_check_finds_what_the_issue_found():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import numpy as np\nprint(n + 1)\ndef f():\n    return zz + np.pi\n"
+                                          "[k for k in range(3)]\n%timeit f()"),
+                nbformat.v4.new_markdown_cell("uses `undefined_in_text`"),
+                nbformat.v4.new_code_cell("y = later + f()"),
+                nbformat.v4.new_code_cell("later = 2\ndef g():\n    return later + y")]
+    assert undefined_names(nb) == ["code cell 0: uses n, which no cell defines",
+                                   "code cell 0: f uses zz, defined nowhere",
+                                   "code cell 1: uses later, which a later cell defines"]

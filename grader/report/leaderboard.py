@@ -1,7 +1,7 @@
 """``python -m grader leaderboard CLASS_FOLDER``: a class ranked on a figure the grader measured itself.
 
-A lab may declare one figure worth competing on (:class:`util.contract.Leaderboard`: lab 8.4's speed-up over
-the naive kernel, say). The figure is never what a student's notebook says: it is a fact the lab's judge
+A lab may declare one figure worth competing on (:class:`util.contract.Leaderboard`: a kernel's speed-up over
+the naive one, say). The figure is never what a student's notebook says: it is a fact the lab's judge
 measured in the grader's own processes while judging the saved file (``facts.json`` in each submission's
 result folder, :mod:`grader.grade.submission`). This module reads those facts for every graded submission of
 the class folder, ranks them, and writes ``leaderboard_<lab>.html`` (a static page, every text escaped) and

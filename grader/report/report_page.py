@@ -14,6 +14,7 @@ import base64
 import io
 import statistics
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from urllib.parse import quote
 
@@ -60,19 +61,23 @@ def _png(figure) -> str:
 
 def histogram(rows: list[Row], lab: str) -> str:
     """PNG (base64) of the lab's percent scores in 10-point bins, stacked by status."""
+    counts = tuple((status, tuple(sum(r.status == status and min(int(r.percent // 10), 9) == b for r in rows)
+                                  for b in range(10))) for status in COLOURS)
+    return _histogram_png(lab, counts)
+
+
+@lru_cache(maxsize=256)
+def _histogram_png(lab: str, counts: tuple[tuple[str, tuple[int, ...]], ...]) -> str:
+    """Drawn once per distinct picture in a process: regrading one student redraws only that lab's plots."""
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(5.2, 3.0))
     axes = figure.add_subplot()
     edges = list(range(0, 101, 10))
     bottom = [0] * 10
-    for status, colour in COLOURS.items():
-        counts = [0] * 10
-        for r in rows:
-            if r.status == status:
-                counts[min(int(r.percent // 10), 9)] += 1
-        axes.bar(edges[:-1], counts, width=9.2, align="edge", bottom=bottom, color=colour, label=status)
-        bottom = [b + c for b, c in zip(bottom, counts)]
+    for status, bins in counts:
+        axes.bar(edges[:-1], bins, width=9.2, align="edge", bottom=bottom, color=COLOURS[status], label=status)
+        bottom = [b + c for b, c in zip(bottom, bins)]
     axes.set_xlim(0, 100)
     axes.set_xticks(edges)
     axes.set_xlabel("score (% of the lab's points, after penalties)")
@@ -86,13 +91,18 @@ def histogram(rows: list[Row], lab: str) -> str:
 
 def pass_rates(task_stats: list, lab: str) -> str:
     """PNG (base64) of each task's pass rate, as horizontal bars."""
+    labels = tuple(f"{s.task_id} {s.title if len(s.title) <= 24 else s.title[:23] + '…'}" for s in task_stats)[::-1]
+    rates = tuple(100 * s.pass_rate for s in task_stats)[::-1]
+    return _pass_rates_png(lab, labels, rates)
+
+
+@lru_cache(maxsize=256)
+def _pass_rates_png(lab: str, labels: tuple[str, ...], rates: tuple[float, ...]) -> str:
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(5.6, 0.45 * len(task_stats) + 1.2))
+    figure = Figure(figsize=(5.6, 0.45 * len(labels) + 1.2))
     axes = figure.add_subplot()
-    labels = [f"{s.task_id} {s.title if len(s.title) <= 24 else s.title[:23] + '…'}" for s in task_stats][::-1]
-    rates = [100 * s.pass_rate for s in task_stats][::-1]
-    axes.barh(labels, rates, color="#4c78a8")
+    axes.barh(list(labels), list(rates), color="#4c78a8")
     for y, rate in enumerate(rates):
         axes.text(min(rate + 1, 88), y, f"{rate:.0f}%", va="center", fontsize=8)
     axes.set_xlim(0, 100)

@@ -189,6 +189,7 @@ def test_recomputing_decodings_earn_nothing_in_the_graders_judge(solution, tmp_p
     _assert_verdicts(judge_files("lab10", _saved(solution, tmp_path, cases), tmp_path), cases)
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_the_same_as_an_unprivileged_grader(solution, tmp_path):
     cases = [CASES[1]]
     _assert_verdicts(judge_files("lab10", _saved(solution, tmp_path, cases), tmp_path, as_user=True), cases)
@@ -297,5 +298,6 @@ def test_padded_exports_earn_nothing_in_the_graders_judge(solution, tmp_path):
     _assert_export_verdicts(judge_files("lab10", _exports_saved(solution, tmp_path), tmp_path))
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_padded_exports_the_same_as_an_unprivileged_grader(solution, tmp_path):
     _assert_export_verdicts(judge_files("lab10", _exports_saved(solution, tmp_path), tmp_path, as_user=True))

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
+from grader import REPO
 from grader.author.build import SOLUTIONS
 from grader.author.solution import solution_namespace
+from grader.core import notebook
 from grader.execute import confinement
 from grader.judge import artifacts
 from grader.judge import references as course_references
@@ -381,3 +383,21 @@ def test_a_kernel_that_forges_everything_gets_no_judged_case(graded, tmp_path):
     assert result.score == sum(t.answer_points for t in LAB.tasks) == 13  # the written questions are marked apart
     assert judged[("10.5", "a one-token prompt")].message.startswith(judge.REPLAY + "the decoding fed the model 24 "
                                                                      "steps")
+
+
+def test_positions_given_as_L_or_as_B_by_L_are_both_what_the_handout_allows(solution):
+    """10.5's handout (issue 37) says ``model.wpe`` may be given the step's positions as ``[L]`` (broadcast) or as
+    ``[B, L]``: the judge's hooks record them flattened and compare the set, so both pass, at a batch of 2."""
+    spec = next(c.spec for c in LAB.task("10.5").cases if c.spec["batch"] > 1)
+    cfg, batch = GPTConfig.from_dict(spec["config"]), spec["batch"]
+    model, prompt = seeded_gpt(cfg, spec["seed"]), prompt_ids(cfg, spec["prompt"], spec["seed"], batch)
+    with StepRecorder(model) as steps:
+        tokens, _ = solution["generate"](model, prompt, spec["new"])
+    arrays = steps.arrays()
+    stream = torch.cat([prompt, tokens[:, :-1]], 1).numpy()
+    as_rows = {"positions": np.concatenate([np.tile(step, batch) for step in steps.positions]).astype(np.int64),
+               "position_counts": arrays["position_counts"] * batch}      # what [B, L] positions record
+    for records in (arrays, {**arrays, **as_rows}):
+        assert judge._step_problems(records, stream, steps.linears, cfg, batch, spec["prompt"], spec["new"]) == []
+    text = "\n".join(c.source for c in notebook.read(REPO / "labs" / LAB.notebook).cells if c.cell_type == "markdown")
+    assert "shape `[L]`" in text and "`[B, L]`" in text

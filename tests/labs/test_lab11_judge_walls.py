@@ -167,5 +167,6 @@ def test_a_recorded_profile_earns_what_a_prediction_does(tmp_path):
     _assert_verdicts(verdicts(_jobs(tmp_path), tmp_path, "lab11"))
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_the_same_as_an_unprivileged_grader(tmp_path):
     _assert_verdicts(verdicts(_jobs(tmp_path), tmp_path, "lab11", as_user=True))

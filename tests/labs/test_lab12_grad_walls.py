@@ -108,7 +108,8 @@ def _outcome(problems: list[str]) -> str:
     return "other: " + "; ".join(problems)[:300]
 
 
-@pytest.mark.parametrize("as_user", [False, True], ids=["as-whoever-runs-the-tests", "unprivileged"])
+@pytest.mark.parametrize("as_user", [False, pytest.param(True, marks=pytest.mark.slow)],  # slow: see lab 12.5's
+                         ids=["as-whoever-runs-the-tests", "unprivileged"])
 def test_autograd_behind_the_notebooks_back_gains_nothing(tmp_path, as_user):
     if as_user and os.geteuid() != 0:
         pytest.skip("the unprivileged run needs a root test runner to switch users")

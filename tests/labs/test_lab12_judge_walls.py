@@ -225,6 +225,7 @@ def test_each_attack_on_the_training_judge_earns_what_its_control_does(tmp_path,
     _assert_verdicts(verdicts(_jobs(tmp_path, state), tmp_path, "lab12"))
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_the_same_as_an_unprivileged_grader(tmp_path, course_cache):
     folder, state = course_cache
     _assert_verdicts(verdicts(_jobs(tmp_path, state), tmp_path, "lab12", as_user=True,

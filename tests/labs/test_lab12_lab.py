@@ -254,25 +254,51 @@ def test_the_plan_judge_on_good_wrong_and_hostile_files():
 
 
 def test_the_gradient_judge(solution):
+    """12.1's judge runs the saved ``grad`` again in a student process and grades those gradients: the
+    solution's pass, one off by 1e-4 on ``w1`` fails with its measure, and the gradients the kernel saved count
+    for nothing (wrong ones beside the solution's function still pass)."""
+    import cloudpickle
+
+    from grader.judge.isolated import serving
+
     spec = LAB.task("12.1").cases[0].spec
     gm = build_graph(spec["graph"])
     gm.requires_grad_(False)
-    found = solution["grad"](gm, feeds(spec["graph"], spec["batch"], spec["start"]), parameter_names(gm))
+    honest = solution["grad"]
+    found = honest(gm, feeds(spec["graph"], spec["batch"], spec["start"]), parameter_names(gm))
     good = {f"grad/{k}": v.double().numpy() for k, v in found.items()}
-    assert judge.check_grads(spec, npz(**good), tasks.GRADIENTS) == []
-    off = dict(good, **{"grad/w1": good["grad/w1"] * (1 + 1e-4)})
-    [problem] = judge.check_grads(spec, npz(**off), tasks.GRADIENTS)
+
+    def off(gm, inputs, wrt):
+        grads = honest(gm, inputs, wrt)
+        grads["w1"] = grads["w1"] * (1 + 1e-4)
+        return grads
+
+    def saved(function, arrays) -> bytes:
+        return npz(**arrays, grad_fn=np.frombuffer(cloudpickle.dumps(function), dtype=np.uint8))
+
+    with serving():
+        assert judge.check_grads(spec, saved(honest, good), tasks.GRADIENTS) == []
+        zeros = {name: np.zeros_like(value) for name, value in good.items()}
+        assert judge.check_grads(spec, saved(honest, zeros), tasks.GRADIENTS) == []
+        [problem] = judge.check_grads(spec, saved(off, good), tasks.GRADIENTS)
+
+        def nan(gm, inputs, wrt):
+            return {**honest(gm, inputs, wrt), "b0": torch.full_like(gm.b0, float("nan"))}
+
+        def transposed(gm, inputs, wrt):
+            grads = honest(gm, inputs, wrt)
+            return {**grads, "w3": grads["w3"].T.contiguous()}
+
+        assert judge.check_grads(spec, saved(nan, good), tasks.GRADIENTS) == [
+            "the gradient of 'b0' holds NaN or infinity"]
+        [shape] = judge.check_grads(spec, saved(transposed, good), tasks.GRADIENTS)
     assert problem.startswith("the gradient of 'w1' differs from float64 autograd by 0.0001 of its largest element")
-    nan = dict(good, **{"grad/b0": np.full_like(good["grad/b0"], np.nan)})
-    assert judge.check_grads(spec, npz(**nan), tasks.GRADIENTS) == ["the gradient of 'b0' holds NaN or infinity"]
-    shaped = dict(good, **{"grad/w3": good["grad/w3"].T.copy()})
-    assert judge.check_grads(spec, npz(**shaped), tasks.GRADIENTS) == [
-        "the gradient of 'w3' has shape [64, 10] (float64); the parameter has shape [10, 64]"]
+    assert shape.startswith("the gradient of 'w3' has shape [64, 10]") and shape.endswith("has shape [10, 64]"), shape
     missing = {k: v for k, v in good.items() if k != "grad/b3"}
-    assert "the grader expected exactly" in judge.check_grads(spec, npz(**missing), tasks.GRADIENTS)[0]
+    assert "the grader expected exactly" in judge.check_grads(spec, saved(honest, missing), tasks.GRADIENTS)[0]
     assert judge.check_grads(spec, b"not an npz", tasks.GRADIENTS) == [READ_FAILED.format(why="it is not an .npz (zip) archive")]
     pickled = io.BytesIO()
-    np.savez(pickled, **{k: np.array([object()], dtype=object) for k in good})
+    np.savez(pickled, **{k: np.array([object()], dtype=object) for k in [*good, "grad_fn"]})
     assert "holds Python objects" in judge.check_grads(spec, pickled.getvalue(), tasks.GRADIENTS)[0]
 
 
@@ -329,3 +355,45 @@ def test_forward_values_and_the_given_backward_helpers():
     g = torch.rand_like(pooled)
     pooled.backward(g)
     assert torch.equal(max_pool2d_vjp(x.detach(), g, 2), x.grad)
+
+
+def _stated_need(sizes: list[int], s: int, e: int) -> int:
+    """12.4's handout and ``help(run_plan)``: the memory a segment [s, e) needs at its largest backward step."""
+    return max(sum(sizes[s + 1:i + 2]) + sizes[i + 1] + (sizes[i] if i else 0) for i in range(s, e))
+
+
+def test_the_stated_segment_need_gives_run_plans_peak_for_unequal_widths():
+    """Issue 37: 12.4 states a segment's need for blocks of different widths; the peak it gives (kept starts so far
+    plus the need, the largest over the segments) is what run_plan measures, on every plan of random chains."""
+    rng = random.Random(37)
+    for _ in range(12):
+        n = rng.randint(1, 6)
+        chain = Chain(2, tuple(rng.choice([4, 16, 64, 256]) for _ in range(n + 1)))
+        for r in range(n):
+            for rest in itertools.combinations(range(1, n), r):
+                plan = [0, *rest]
+                bounds = [*plan, n]
+                stated = max(sum(chain.bytes[k] for k in plan[:j + 1]) + _stated_need(chain.bytes, s, e)
+                             for j, (s, e) in enumerate(zip(bounds, bounds[1:])))
+                assert stated == run_plan(chain, plan).peak_bytes, (chain.widths, plan)
+    assert "need(s, e) = max over i = s .. e-1" in run_plan.__doc__
+
+
+def test_measuring_memory_may_leave_batchnorm_and_train_mode_changed_as_the_handout_says(solution):
+    """Issue 37: 12.2 says measuring may leave BatchNorm's statistics updated and the model in train mode, because
+    the grader calls the function on a fresh model per case and measures on its own: that measurement does not
+    depend on what an earlier call left in a model."""
+    from grader import REPO
+    from grader.core import notebook
+    from util.labs.lab12.judge import measured_saved_bytes
+    from util.labs.lab12.nets import build_net
+
+    used = build_net("digits_cnn")
+    before = {k: v.clone() for k, v in used.state_dict().items()}
+    solution["training_memory"](used, (16, 1, 8, 8), "adam")
+    changed = [k for k, v in used.state_dict().items() if not torch.equal(v, before[k])]
+    assert used.training and changed and all("running" in k or "num_batches" in k for k in changed)
+    assert measured_saved_bytes(used, (16, 1, 8, 8)) == measured_saved_bytes(build_net("digits_cnn"), (16, 1, 8, 8))
+    text = " ".join(" ".join(c.source for c in notebook.read(REPO / "labs" / LAB.notebook).cells
+                             if c.cell_type == "markdown").split())
+    assert "**What measuring may change in the model.**" in text and "on a freshly built model for each case" in text

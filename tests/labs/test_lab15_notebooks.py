@@ -12,6 +12,7 @@ pytestmark = pytest.mark.notebook
 LAB = get_lab("lab15")
 
 
+@pytest.mark.slow  # the same path as labs 5, 12 and 16's (float-heavy training and folds), on every run
 def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     nb = nbformat.read(str(SOLUTIONS / LAB.notebook), as_version=4)
     two = "import util\nutil.setup.__defaults__ = (util.SEED, 2)   # the notebook and the hidden cases at 2 threads"
@@ -20,4 +21,4 @@ def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     nbformat.write(nb, str(path))
     result = graded(path, "lab15")
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
-    assert failing == [] and result.score == 100
+    assert failing == [] and result.score == LAB.auto_points  # the written questions are marked apart

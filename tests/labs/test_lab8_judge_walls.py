@@ -173,6 +173,7 @@ def test_attacks_from_a_judged_library_earn_only_what_the_kernel_earns(tmp_path,
     _assert_verdicts({job["spec"]["attacker"]: problems for job, problems in zip(jobs, found)})
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_the_same_as_an_unprivileged_grader(tmp_path, monkeypatch):
     from test_unprivileged import USER, _as_user
 

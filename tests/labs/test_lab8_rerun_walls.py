@@ -279,6 +279,7 @@ def test_each_attack_on_the_executor_and_kernel_judges_earns_what_its_control_do
     _assert_verdicts(verdicts(_jobs(tmp_path), tmp_path, "lab8", timeout=240), tmp_path)
 
 
+@pytest.mark.slow  # as an unprivileged grader: the same judge; the sandbox's unprivileged path runs every time in tests/test_walls.py, tests/test_unprivileged.py and labs 7 and 13's attacks
 def test_the_same_as_an_unprivileged_grader(tmp_path, monkeypatch):
     monkeypatch.setenv("COURSE_OUTPUT_DIR", str(tmp_path / "answers"))
     _assert_verdicts(verdicts(_jobs(tmp_path), tmp_path, "lab8", as_user=True, timeout=240), tmp_path)

@@ -221,3 +221,85 @@ def test_a_qmodel_layer_holds_what_run_integer_reads():
     layer = QLayer("conv", np.ones((1, 1, 1, 1), np.int8), np.zeros(1, np.int32), np.array([0.5]))
     assert judge_intref.run_integer(QModel([layer]), np.array([[[[1, 3, -3, 5]]]], np.int8)).ravel().tolist() == \
         [1, 2, -1, 3]
+
+
+def _handout_section(task_id: str) -> str:
+    from grader import REPO
+    from grader.core import notebook
+
+    nb = notebook.read(REPO / "labs" / LAB.notebook)
+    return "\n".join(c.source for c, t in zip(nb.cells, notebook.cell_tasks(nb)) if t == task_id)
+
+
+def test_an_all_zero_range_is_stated_as_it_differs_from_onnxruntime(solution):
+    """9.1 (issue 37): this lab gives an all-zero range scale 1 and zero point qmin (asymmetric), onnxruntime zero
+    point 0; the handout says so instead of claiming to match onnxruntime there."""
+    from onnxruntime.quantization.quant_utils import compute_scale_zp
+
+    zeros = np.zeros((2, 3), np.float32)
+    assert solution["qparams"](zeros) == (np.float32(1.0), -128)
+    assert solution["qparams"](zeros, symmetric=True) == (np.float32(1.0), 0)
+    zero_point, scale = compute_scale_zp(np.array(0, np.float32), np.array(0, np.float32), np.array(-128, np.int8),
+                                         np.array(127, np.int8))
+    assert (int(zero_point), float(scale)) == (0, 1.0)
+    text = " ".join(_handout_section("9.1").split())
+    assert "**differs from onnxruntime**" in text and "zero point **0**" in text and "`qmin` (-128 at 8 bits)" in text
+
+
+@pytest.fixture(scope="module")
+def solution_96():
+    onnxq.quiet_onnxruntime()
+    return solution_namespace("lab9", ("9.1", "9.2", "9.3", "9.5", "9.6"))
+
+
+def test_layer_errors_reports_node_outputs_only_as_the_handout_states(solution_96, tmp_path):
+    """9.6 (issue 37): the QDQ model also dequantises the graph input and every weight; layer_errors reports only
+    outputs of the float model's nodes that were quantised, and the graph output, as the handout's rule says."""
+    import onnx
+
+    float_path = tmp_path / "float.onnx"
+    float_path.write_bytes(onnxq.float_model({"model": {}}))
+    arrays = onnxq.digits_arrays()
+    q_path = tmp_path / "q.onnx"
+    q_path.write_bytes(judge.course_quantize(str(float_path), arrays["x_train"][:8], True))
+    dequantised = {o.removesuffix("_DequantizeLinear_Output") for n in onnx.load(str(q_path)).graph.node
+                   for o in n.output if o.endswith("_DequantizeLinear_Output")}
+    model = onnx.load(str(float_path))
+    assert "input" in dequantised and {"conv1.weight", "fc.weight"} <= dequantised   # the rule must leave them out
+    node_outputs = [o for n in model.graph.node for o in n.output]
+    expected = [o for o in node_outputs if o in dequantised or o == "output"]
+    found = solution_96["layer_errors"](str(float_path), str(q_path), arrays["x_test"][:16])
+    assert list(found) == expected
+    assert expected == ["/Relu_output_0", "/Relu_1_output_0", "/pool/MaxPool_output_0", "/Relu_2_output_0",
+                        "/Flatten_output_0", "output"]   # what the handout lists for DigitsCNN
+    text = " ".join(_handout_section("9.6").split())
+    assert "that a **node** of the float model writes" in text and "they are not node outputs" in text
+
+
+def test_keep_in_float_states_tested_and_raises_when_no_set_suffices(solution_96, tmp_path):
+    """9.6 (issue 37): a given cell reads ``keep_in_float.tested``: the text and the handout's docstring describe it;
+    when no set suffices the solution raises ValueError, as the text says (any list would fail the judge)."""
+    import ast
+
+    from grader import REPO
+    from grader.core import notebook
+
+    nb = notebook.read(REPO / "labs" / LAB.notebook)
+    [stub] = [node for c in nb.cells if c.cell_type == "code" and "def keep_in_float" in c.source
+              for node in ast.parse(c.source).body if isinstance(node, ast.FunctionDef) and node.name == "keep_in_float"]
+    doc = ast.get_docstring(stub)
+    assert "keep_in_float.tested" in doc and "ValueError" in doc and "``[]``" in doc
+    text = " ".join(_handout_section("9.6").split())
+    assert "`keep_in_float.tested`" in text and "raise `ValueError`" in text
+    assert any("keep_in_float.tested" in c.source for c in nb.cells if c.cell_type == "code")   # what a given cell reads
+
+    float_path = tmp_path / "float.onnx"
+    float_path.write_bytes(onnxq.float_model({"model": {}}))
+    arrays = onnxq.digits_arrays()
+    calib, images, labels = arrays["x_train"][:32], arrays["x_test"][:120], arrays["y_test"][:120]
+    keep = solution_96["keep_in_float"]
+    with pytest.raises(ValueError):
+        keep(str(float_path), calib, images, labels, max_drop=-0.5)   # a floor above 100 %: no set suffices
+    assert keep.tested == {(): False, tuple(sorted(CANDIDATES)): False}
+    assert keep(str(float_path), calib, images, labels, max_drop=0.01) == []
+    assert keep.tested == {(): True}

@@ -71,6 +71,7 @@ def test_a_kernel_that_forges_every_verdict_gets_no_judged_case(graded, tmp_path
     assert "returned shape [16, 10]; expected [16, 13]" in cases[("9.3", "DigitsCNN's layers end to end")].message
 
 
+@pytest.mark.slow  # the same path as labs 5, 12 and 16's (float-heavy training and folds), on every run
 def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     two = "import util\nutil.setup.__defaults__ = (util.SEED, 2)   # the notebook and the hidden cases at 2 threads"
     result = graded(_variant(tmp_path, "lab9_two_threads.ipynb", first_cells=[two]), "lab9")

@@ -219,7 +219,7 @@ def _code_cells(notebook: Path) -> list[str]:
 def imported_sources(lab: Lab) -> list[Path]:
     """The course modules (``util/*.py`` and other labs' modules, not its own folder's, not :data:`PLUMBING`)
     that ``lab``'s folder and its solution import, directly or through other course modules (plumbing
-    included: ``from util import setup`` brings in the seeds; lab 15's serving imports lab 10's TinyGPT): found
+    included: ``from util import setup`` brings in the seeds; a serving lab imports the transformer lab's TinyGPT): found
     by reading their imports, so a lab never forgets one."""
     repo = HERE.parent.parent
     sources = [p.read_text(encoding="utf-8") for p in sorted(folder(lab).rglob("*.py"))

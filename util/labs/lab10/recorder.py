@@ -5,7 +5,9 @@ every step, shows in what the model's modules were given. Here, hooks on the mod
 look at in the notebook:
 
 * ``model.wte`` (the token embedding) starts a **step** each time it is called; its ids are recorded;
-* ``model.wpe`` records the positions it was given (in the step it belongs to);
+* ``model.wpe`` records the positions it was given (in the step it belongs to), flattened: a step's positions
+  are ``past .. past + L - 1`` (``past``: the cache's length), given as ``[L]`` (broadcast over the batch, as
+  ``TinyGPT.forward`` does) or as ``[B, L]`` (the same positions in every row); the grader compares the set;
 * every ``nn.Linear`` (``q``, ``k``, ``v``, ``o``, ``fc``, ``proj`` of each block, and ``head``) records how
   many rows (tokens times batch) it processed in each step.
 

@@ -5,8 +5,9 @@ or a bandwidth (``measure_peak`` / ``measure_bandwidth`` timed by the course's C
 per-layer profile (``profile_layers``), or achieved GFLOP/s per batch (``achieved_gflops``). Here, in the
 judge process, the grader measures the same thing itself (:mod:`util.labs.lab11.judge_measure`: pinned to
 one CPU, one thread, best of runs) and compares; it never compares with a number in the reference file.
-Before it fails a case it measures once more and fails only if that measurement disagrees too (a
-grader's unlucky moment must not cost a student points).
+Before it fails a case it measures again, up to :data:`AGAIN` more times after a pause (:data:`PAUSES`), and fails
+only if every measurement disagrees (a grader's unlucky moment on a busy machine must not cost a student points:
+graded two at a time beside a test suite, one measurement in a few dozen fell outside its band on the solution).
 
 **Run again on a model no recording answers.** A number the kernel saved could have been read from a recording
 instead of measured: the lab ships ResNet-18's traces, a hidden case hands the kernel MobileNetV2's, and a
@@ -27,7 +28,8 @@ pairs of fresh processes, one unpinned as a graded kernel is and one pinned as t
 time on a 2-vCPU machine at load averages of 4 to 10, each measuring with this judge's own code:
 
 * peak and bandwidth on the CPU clock: best-of-10 values spread 1.29x (peak) and 1.08x (bandwidth) across
-  processes; graded within :data:`BAND` = [0.5, 2] of the grader's (worst margin seen: 1.55). On the wall
+  processes; graded within :data:`MACHINE_BAND` = [1/3, 3] of the grader's (within [0.5, 2], the worst margin
+  seen was 1.55). On the wall
   clock the bandwidth's best of 10 spread 1.8x to 3.5x, which is why the graded timer is the CPU clock;
 * per-layer profiles at batch 1 (minimum of 10 profiled runs, wall clock as profilers measure): Spearman
   between two processes' profiles >= 0.94 (ResNet-18) and 0.98 (MobileNetV2), every layer within 1.54x,
@@ -59,7 +61,12 @@ from util.artifacts import read_saved_arrays
 from util.contract import Tolerance
 
 BAND = (0.5, 2.0)
-"""Student's measurement / grader's measurement, for the peak, the bandwidth and per-layer times."""
+"""Student's measurement / grader's measurement, for per-layer times."""
+MACHINE_BAND = (1 / 3, 3.0)
+"""The same for the peak and the bandwidth. Their arithmetic is graded exactly by the fixed-timer cases, so the
+measured case only has to show a real measurement on this machine through the given timer: the band is wide
+enough for a number the kernel measured in a moment of contention (the memory bus shared with a neighbour
+grading beside it), which [0.5, 2] was not once in a few dozen gradings beside the test suite."""
 CONV_BAND = (1 / 3, 3.0)
 """Student's / grader's achieved GFLOP/s of one conv at one batch (see the module's docstring)."""
 DRAWN_CONV_BAND = (0.5, 2.0)
@@ -80,16 +87,24 @@ median ratio: the profile's shape, whatever the load did to both profiles' scale
 14 to 18 on 2 cores, every layer of the solution's profiles was within 0.58x to 1.16x of its median ratio; a cost
 model fitted to the shipped ResNet-18 trace had 11 % to 47 % of its layers outside."""
 UNITS = {"peak": "GFLOP/s", "bandwidth": "GB/s"}
+PAUSES = (1.0, 3.0)
+"""Seconds to wait before each measurement again (:data:`AGAIN` of them): a burst of load on the machine passes."""
+AGAIN = len(PAUSES)
 
 
 def check(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
     """Problems with a case's saved measurement (empty: it passes); an exact case passes here."""
     if spec.get("measure") is None:
         return []
+    import time
+
     seed = drawn_seed()
     problems, _ = _assess(spec, data, fresh=False, seed=seed)
-    if problems and not _invalid(problems):
-        problems, _ = _assess(spec, data, fresh=True, seed=seed)  # measured again (the same model) before it fails
+    for pause in PAUSES:  # measured again (the same model) before it fails
+        if not problems or _invalid(problems):
+            break
+        time.sleep(pause)
+        problems, _ = _assess(spec, data, fresh=True, seed=seed)
     return _strip(problems)
 
 
@@ -152,11 +167,11 @@ def _machine(spec, data, fresh) -> tuple[list[str], dict[str, float]]:
         grader = judge_measure.bandwidth(spec["mib"], spec["runs"], fresh=fresh)
         size = f"mib={spec['mib']}"
     ratio = float(value[0]) / grader
-    figures = {"student": float(value[0]), "grader": grader, "ratio": ratio, "margin": _band_margin(ratio, BAND)}
+    figures = {"student": float(value[0]), "grader": grader, "ratio": ratio, "margin": _band_margin(ratio, MACHINE_BAND)}
     if figures["margin"] >= 1:
         return [], figures
     return [f"{what}({size}) measured {value[0]:.3g} {unit}, {ratio:.2f}x what the grader measured on its own "
-            f"(best of {spec['runs']} on one CPU, one thread); it must be within {BAND[0]:g}x to {BAND[1]:g}x: "
+            f"(best of {spec['runs']} on one CPU, one thread); it must be within 1/3x to {MACHINE_BAND[1]:g}x: "
             f"count {'2 n^3 FLOPs' if spec['measure'] == 'peak' else 'the bytes read and written'}, convert to "
             f"{unit} (1e9), and time only through the timer you are given"], figures
 

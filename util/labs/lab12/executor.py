@@ -114,6 +114,16 @@ def run_plan(chain: Chain, plan: Sequence[int], seed: int = 0) -> Run:
     alive at it (parameters and their gradients are not counted); the **peak** is its maximum over the
     schedule, and the **recompute** is the multiply-adds of the ``recompute`` steps. With every block its
     own segment (``list(range(n))``) nothing is dropped or recomputed: no checkpointing.
+
+    The peak, in closed form (widths equal or not): the largest, over the plan's segments ``[s, e)``, of the
+    bytes of the segment starts ``<= s`` plus the segment's need, the memory at its largest backward step::
+
+        need(s, e) = max over i = s .. e-1 of  bytes[s+1] + ... + bytes[i+1]   # x[s+1] .. x[i+1] still held
+                                              + bytes[i+1]                     # g[i+1], read
+                                              + (bytes[i] if i > 0 else 0)     # g[i], written
+
+    (the forward steps, the loss and the recompute steps never hold more). With equal widths ``A`` it is
+    ``(e - s + 2) A`` (``2 A`` for ``[0, 1)``), reached at ``backward e-1``.
     """
     problems = plan_problems(chain, plan)
     if problems:

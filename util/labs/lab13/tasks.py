@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab13.public_checks import CHECKS
 
 LAB_NAME = "lab13"
@@ -53,15 +53,40 @@ def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return save_file(json.dumps({"orders": orders}).encode(), spec, LAB_NAME, ".json")
 
 
+WRITTEN = {
+    "13.1": (Written("13.Q1", "Your ring sent 4,000, about 5,333 and 6,000 bytes per rank for 1,000 floats (4,000 "
+                     "bytes) on 2, 3 and 4 ranks. Why does each rank send 2 (p - 1) / p of the tensor's bytes, "
+                     "why does that stay below twice the tensor however many ranks there are, and what would "
+                     "the rank that sums everything send and receive if every rank sent its tensor to it?",
+                     3, words=(30, 200), since=2),),
+    "13.4": (Written("13.Q2", "GPT-2 XL's training state fits 12 GiB per rank only from ZeRO stage 2 on. What "
+                     "does each stage shard, and what does a rank pay in communication for it, compared with "
+                     "plain data parallelism?",
+                     2, words=(20, 150), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Parallelism on one machine",
     notebook="lab13_parallelism.ipynb",
     judge_timeout=180,  # the first case starts the student process (imports torch) before its run
     packages=("torch", "numpy", "cloudpickle"),
+    releases=(
+        Release(1, "2026-11-26", "The first release: ring collectives from send/recv on real ranks, the alpha-beta cost "
+                "of an all-reduce, data parallelism with buckets, ZeRO's memory per rank, a sharded Adam step, a "
+                "tensor-parallel MLP and pipeline schedules."),
+        Release(2, "2026-11-26", "Tasks 13.1 and 13.4 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+                "hand: why a ring all-reduce sends 2 (p - 1) / p of the tensor per rank, and what ZeRO's stages "
+                "shard and what they cost in communication; their points came from the two tasks' exported "
+                "answers.",
+                marker="(written, 3 points of task 13.1, marked by hand)"),
+    ),
     tasks=(
         Task(
-            id="13.1", title="Ring collectives from send/recv", answer_points=5,
+            id="13.1", title="Ring collectives from send/recv", answer_points=2, written=WRITTEN["13.1"],
             answer="{'world': [2, 3, 4], 'bytes_sent': [per rank, for each world size], 'sends': [the same for the "
                    "number of sends], 'equal_to_all_reduce': bool} of your ring_all_reduce on 1,000 floats",
             keys=("world", "bytes_sent", "sends", "equal_to_all_reduce"),
@@ -85,7 +110,7 @@ LAB = Lab(
             hidden_points=15,
         ),
         Task(
-            id="13.4", title="Sharded state: ZeRO's memory per rank", answer_points=3,
+            id="13.4", title="Sharded state: ZeRO's memory per rank", answer_points=1, written=WRITTEN["13.4"],
             answer="{'rank0_total': [rank 0's bytes at stages 0, 1, 2, 3], 'least_stage': int} for the notebook's "
                    "1,557,611,200-parameter model on 8 ranks of 12 GiB",
             keys=("rank0_total", "least_stage"),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Lab, Task, Tolerance
+from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
 from util.labs.lab14.public_checks import CHECKS
 
 LAB_NAME = "lab14"
@@ -127,12 +127,39 @@ def _parameters() -> dict[str, tuple[str, ...]]:
 
 _PARAMETERS = _parameters()
 
+WRITTEN = {
+    "14.5": (Written("14.Q1", "Your kernel loaded 319,488, 172,032 and 122,880 bytes at blocks of 32, 64 and 128 "
+                     "on one head of 192 x 32, and for GPT-2 small at 1,024 tokens task 14.1 counts 3.6 times "
+                     "fewer bytes than naive attention. Why does FlashAttention move fewer bytes than the naive "
+                     "form, though it does the same matrix products and reads K and V many times, why do its "
+                     "bytes fall as the block grows, and what stops the block from growing further?",
+                     3, words=(30, 200), since=2),),
+    "14.6": (Written("14.Q2", "Your kernels ran in Triton's interpreter, and nothing in this lab was timed for a "
+                     "grade. Why do the interpreter's timings say nothing about a kernel's speed on a GPU, while "
+                     "the bytes it counted do, and why could a real H100 run the planned 4096 x 4096 x 4096 "
+                     "product faster than your prediction?",
+                     2, words=(20, 150), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Attention and GPU kernels without a GPU",
     notebook="lab14_attention_kernels.ipynb",
     judge_timeout=300,  # the judges' student processes serve every case of a notebook: imports, then ~1 s a case
     packages=("torch", "triton", "numpy", "cloudpickle"),
+    releases=(
+        Release(1, "2026-11-26", "The first release: attention's bytes and FLOPs, FlashAttention's tiled forward and "
+                "backward in PyTorch, Triton kernels run in the interpreter with their traffic counted (a tiled "
+                "matmul, a fused softmax, a FlashAttention forward), and the best tile for a stated GPU."),
+        Release(2, "2026-11-26", "Tasks 14.5 and 14.6 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+                "hand: why FlashAttention moves fewer bytes than naive attention and less as its block grows, and "
+                "why the interpreter's timings say nothing of a GPU's speed; their points came from the two "
+                "tasks' exported answers.",
+                marker="(written, 3 points of task 14.5, marked by hand)"),
+    ),
     tasks=(
         Task(
             id="14.1", title="Attention's bytes and FLOPs", answer_points=4,
@@ -164,7 +191,7 @@ LAB = Lab(
             grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
         ),
         Task(
-            id="14.5", title="A Triton FlashAttention forward", answer_points=4,
+            id="14.5", title="A Triton FlashAttention forward", answer_points=1, written=WRITTEN["14.5"],
             answer="{'loaded_bytes': [at blocks 32, 64, 128], 'stored_bytes': int, 'correct': bool, "
                    "'causal_correct': bool} for one head of 192 x 32",
             keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
@@ -172,7 +199,7 @@ LAB = Lab(
             grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,
         ),
         Task(
-            id="14.6", title="The best tile and predicted GPU time", answer_points=4,
+            id="14.6", title="The best tile and predicted GPU time", answer_points=2, written=WRITTEN["14.6"],
             answer="plan_matmul(4096, 4096, 4096, H100): {'block': [BLOCK_M, BLOCK_N, BLOCK_K], 'bytes': int, "
                    "'flops': int, 'seconds': float, 'bound': 'memory' or 'compute'}",
             keys=PLAN, tolerance=PREDICTED, function="plan_matmul", run_case=_plan, checks=CHECKS["14.6"],

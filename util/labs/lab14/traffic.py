@@ -25,6 +25,7 @@ installed before any kernel is compiled and the kernels are held to :mod:`util.l
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -132,11 +133,13 @@ def install() -> None:
                            f"Triton {triton.__version__}: install the version requirements.txt pins")
     load, store = InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store
 
+    @functools.wraps(load)
     def create_masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
         if _active:
             _active[-1].charge("load", ptrs.data, mask.data, _itemsize(ptrs), self.grid_idx)
         return load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
 
+    @functools.wraps(store)
     def create_masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
         if _active:
             _active[-1].charge("store", ptrs.data, mask.data, _itemsize(ptrs), self.grid_idx)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import Lab, Task, Tolerance
+from util.contract import Lab, Release, Task, Tolerance, Written
 from util.labs.lab15.public_checks import CHECKS
 
 LAB_NAME = "lab15"
@@ -149,12 +149,38 @@ def _speculative(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return {"runs": results, **saved}
 
 
+WRITTEN = {
+    "15.2": (Written("15.Q1", "For the 8 requests your paged cache held 1.11 times the bytes their tokens need, a "
+                     "contiguous one 2.03 times; for 4 samples of one 40-token prompt the paged cache held less "
+                     "than their tokens need (0.79 times). Why does a paged cache waste less than a contiguous "
+                     "one, what is the most it wastes per sequence, and how can it hold fewer bytes than the "
+                     "tokens it serves?",
+                     3, words=(30, 200), since=2),),
+    "15.6": (Written("15.Q2", "Your speculative decoding needed 15 target calls for 40 tokens with a draft of noise "
+                     "0.01, and 31 with noise 0.05, where the cost model made it slower than plain greedy "
+                     "decoding. Why does one target call that checks k proposals cost about as much as one "
+                     "decode step, how many tokens does a call give, and when does speculative decoding pay?",
+                     3, words=(30, 200), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Serving a language model",
     notebook="lab15_serving.ipynb",
     judge_timeout=180,  # 15.6 starts a student process: up to 60 s to start, then the decoding
     packages=("torch", "numpy", "cloudpickle"),
+    releases=(
+        Release(1, "2026-11-26", "The first release: a BPE tokenizer, KV bytes in contiguous and paged caches, a paged "
+                "KV-cache allocator with copy-on-write, attention over a paged cache, a continuous-batching "
+                "scheduler and greedy speculative decoding."),
+        Release(2, "2026-11-26", "Tasks 15.2 and 15.6 ask written questions, Q1 (3 points) and Q2 (3 points), marked by "
+                "hand: why a paged KV cache wastes less memory than a contiguous one, and when speculative "
+                "decoding pays; their points came from the two tasks' exported answers.",
+                marker="(written, 3 points of task 15.2, marked by hand)"),
+    ),
     tasks=(
         Task(
             id="15.1", title="A BPE tokenizer", answer_points=3,
@@ -165,7 +191,7 @@ LAB = Lab(
             hidden_points=12,
         ),
         Task(
-            id="15.2", title="KV bytes per request in contiguous and paged caches", answer_points=4,
+            id="15.2", title="KV bytes per request in contiguous and paged caches", answer_points=1, written=WRITTEN["15.2"],
             answer="{'kv_bytes_byte_level', 'kv_bytes_bpe', 'footprint', 'footprint_shared'} (bytes)",
             keys=("kv_bytes_byte_level", "kv_bytes_bpe", "footprint", "footprint_shared"),
             function="footprint", run_case=_footprint, checks=CHECKS["15.2"],
@@ -195,7 +221,7 @@ LAB = Lab(
             hidden_points=16,
         ),
         Task(
-            id="15.6", title="Greedy speculative decoding", answer_points=4,
+            id="15.6", title="Greedy speculative decoding", answer_points=1, written=WRITTEN["15.6"],
             answer="{'tokens', 'target_calls', 'accepted', 'calls_by_sigma'} of the notebook's runs",
             keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
             function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
-from util.contract import EXACT, Lab, Task, Tolerance
+from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
 from util.labs.lab16.public_checks import CHECKS
 
 LAB_NAME = "lab16"
@@ -247,12 +247,38 @@ def _lora(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return {"trainable": count, "trainable_names": trainable}
 
 
+WRITTEN = {
+    "16.3": (Written("16.Q1", "Pruning 80 % of DigitsCNN's weights by magnitude (16.1) left its parameters and MACs "
+                     "as they were, and on a CPU a product with half its weights zero took as long as the dense "
+                     "one, in CSR longer. Why does unstructured sparsity save no time on a dense kernel, why can "
+                     "2:4 sparsity run up to twice as fast on a GPU that supports it, and why does CSR store fc "
+                     "in more bytes than dense at 50 %?",
+                     3, words=(30, 200), since=2),),
+    "16.5": (Written("16.Q2", "With the teacher your student reached about 97 % from 100 labels, against about "
+                     "90 % on the labels alone. What does the temperature T do to the teacher's probabilities, "
+                     "why does that help a student with so few labels, and why is the KL term multiplied by "
+                     "T^2?",
+                     2, words=(20, 150), since=2),),
+}
+"""The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
+points came out of their task's exported answer."""
+
+
 LAB = Lab(
     name=LAB_NAME,
     title="Compression",
     notebook="lab16_compression.ipynb",
     judge_timeout=180,  # 16.5 starts a student process (up to 60 s to start) and trains with it
     packages=("torch", "numpy", "scikit-learn", "cloudpickle"),
+    releases=(
+        Release(1, "2026-11-26", "The first release: magnitude pruning with a sensitivity scan, channel pruning that "
+                "shrinks the model, 2:4 masks and their storage, a layer factored under a parameter budget, "
+                "distillation with few labels, and LoRA."),
+        Release(2, "2026-11-26", "Tasks 16.3 and 16.5 ask written questions, Q1 (3 points) and Q2 (2 points), marked by "
+                "hand: why unstructured zeros save no time on a dense kernel while 2:4 sparsity can, and what "
+                "distillation's temperature does; their points came from the two tasks' exported answers.",
+                marker="(written, 3 points of task 16.3, marked by hand)"),
+    ),
     prepare="util.labs.lab16.tasks:prepare",
     tasks=(
         Task(
@@ -271,7 +297,7 @@ LAB = Lab(
             checks=CHECKS["16.2"], hidden_points=15,
         ),
         Task(
-            id="16.3", title="2:4 sparsity and its storage", answer_points=4,
+            id="16.3", title="2:4 sparsity and its storage", answer_points=1, written=WRITTEN["16.3"],
             answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
             keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
             function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
@@ -285,7 +311,7 @@ LAB = Lab(
             hidden_points=12,
         ),
         Task(
-            id="16.5", title="Distillation with few labels", answer_points=4,
+            id="16.5", title="Distillation with few labels", answer_points=2, written=WRITTEN["16.5"],
             answer="{'loss_example', 'kd_accuracy', 'labels_only_accuracy'}: the small student with 100 labels",
             keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
             function="distillation_loss", run_case=_distill,
