@@ -93,11 +93,19 @@ def _class_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--late-policy", metavar="POLICY",
                    help="'flag' (mark late submissions) or 'P%%/day' (take P%% of the lab's points per day "
                         "late, e.g. 10%%/day); default flag")
+    g.add_argument("--student-feedback", choices=("summary", "diagnosed"), metavar="{summary,diagnosed}",
+                   help="what the feedback shows per failed hidden case: 'summary' (where and how a result "
+                        "differs; default) or 'diagnosed' (its input, the student's value, the expected value or "
+                        "failed property, the likely mistake), from --feedback-from and after the lab's deadline")
+    g.add_argument("--feedback-from", metavar="YYYY-MM-DD",
+                   help="the day diagnosed feedback starts (local midnight); set it after the deadline and after "
+                        "every extension")
 
 
 def _settings(args) -> dict:
     return {"roster": args.roster, "overrides": args.overrides, "extensions": args.extensions,
-            "deadlines": args.deadline, "late_policy": args.late_policy, "term": args.term}
+            "deadlines": args.deadline, "late_policy": args.late_policy, "term": args.term,
+            "feedback": args.student_feedback, "feedback_from": args.feedback_from}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -269,6 +277,10 @@ def parser() -> argparse.ArgumentParser:
               "assignment's autograder timeout.")
     _lab_flag(gs, "the lab to grade", required=True)
     gs.add_argument("--out", type=Path, metavar="ZIP", help="the zip to write (default: build/autograder_<lab>.zip)")
+    gs.add_argument("--student-feedback", choices=("summary", "diagnosed"), metavar="{summary,diagnosed}",
+                    help="'diagnosed': each task with a failed hidden case gets a second test, shown by Gradescope "
+                         "after the due date, with each case's input, the student's value and the expected value "
+                         "or failed property (default: summary, the summary only)")
     _limit_flags(gs)
 
     a = _sub(sub, "autograde", "grade $GRADESCOPE_ROOT/submission into results/results.json "
@@ -277,6 +289,8 @@ def parser() -> argparse.ArgumentParser:
              "<root>/results/results.json, feedback.md and feedback.html.")
     _lab_flag(a, "the lab to grade", required=True)
     a.add_argument("--root", type=Path, metavar="DIR", help="instead of $GRADESCOPE_ROOT or /autograder")
+    a.add_argument("--student-feedback", choices=("summary", "diagnosed"), metavar="{summary,diagnosed}",
+                   help="as gradescope's: 'diagnosed' adds the explained hidden cases, visible after the due date")
     _limit_flags(a)
     return p
 
@@ -314,8 +328,10 @@ def main(argv: list[str] | None = None) -> int:
         from grader.grade import gradescope
         if args.command == "gradescope":
             out = args.out or Path("build") / f"autograder_{args.lab}.zip"
-            return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args))
-        return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args))
+            return gradescope.main_build(lab=get_lab(args.lab), out=out, limits=_limits(args),
+                                         student_feedback=args.student_feedback or "summary")
+        return gradescope.main_autograde(lab=get_lab(args.lab), root=args.root, limits=_limits(args),
+                                         student_feedback=args.student_feedback or "summary")
     if args.command == "dispute":
         from grader.grade import dispute
         return dispute.main(out=args.out, who=args.student, task_ids=args.task, decide_points=args.decide,

@@ -34,33 +34,40 @@ Unset (a developer's run), everything is graded here."""
 
 
 @lru_cache(maxsize=None)
-def _gradebook(folder: str) -> dict[str, records.Previous]:
-    return {os.path.abspath(r.source): r for r in records.load_all(Path(folder)).values() if r.source}
+def _gradebook(folder: str) -> dict[str, tuple[Path, records.Previous]]:
+    return {os.path.abspath(r.source): (Path(folder) / name, r)
+            for name, r in records.load_all(Path(folder)).items() if r.source}
 
 
-def _from_gradebook(path: Path, lab_name: str) -> SubmissionResult | None:
+def _from_gradebook(path: Path, lab_name: str) -> tuple[SubmissionResult, Path] | None:
     folder = os.environ.get(REUSE_ENV)
-    record = _gradebook(folder).get(os.path.abspath(path)) if folder else None
-    if record is None or record.retry:
+    found = _gradebook(folder).get(os.path.abspath(path)) if folder else None
+    if found is None or found[1].retry:
         return None
     key = resume.key(path, get_lab(lab_name), Limits())
     key["feedback"] = "expected values hidden"
-    return record.result if record.key == key else None
+    return (found[1].result, found[0]) if found[1].key == key else None
 
 
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """``graded(path, lab_name) -> SubmissionResult``, memoised for the session (and taken from the main
-    job's gradebook when :data:`REUSE_ENV` names one that graded it under the same key)."""
-    cache: dict[tuple[str, str], SubmissionResult] = {}
+    job's gradebook when :data:`REUSE_ENV` names one that graded it under the same key);
+    ``graded.folder(path, lab_name)``: the folder its result files lie in (``cases.json``,
+    ``diagnosis.json``...), graded by the same one grading."""
+    cache: dict[tuple[str, str], tuple[SubmissionResult, Path]] = {}
 
-    def grade(path: Path, lab_name: str) -> SubmissionResult:
+    def _graded(path: Path, lab_name: str) -> tuple[SubmissionResult, Path]:
         key = (str(path), lab_name)
         if key not in cache:
-            cache[key] = _from_gradebook(path, lab_name) or grade_submission(
-                path, get_lab(lab_name), tmp_path_factory.mktemp("graded"))
+            out = tmp_path_factory.mktemp("graded")
+            cache[key] = _from_gradebook(path, lab_name) or (grade_submission(path, get_lab(lab_name), out), out)
         return cache[key]
 
+    def grade(path: Path, lab_name: str) -> SubmissionResult:
+        return _graded(path, lab_name)[0]
+
+    grade.folder = lambda path, lab_name: _graded(path, lab_name)[1]
     return grade
 
 

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tinylab import notebook, write
+from webdriver import browser  # noqa: F401 (the fixture)
 
 from grader import REPO
 from grader.report import leaderboard
@@ -85,6 +86,22 @@ def test_the_leaderboard_ranks_by_the_graders_figure_anonymously_with_ties_in_th
         assert f">{name}<" not in page  # anonymous
     again = run("leaderboard", str(root / "out"), "--lab", "lab902")
     assert again.returncode == 0 and (root / "out" / "leaderboard_lab902.csv").read_text().splitlines()[1:] == rows
+
+
+def test_the_leaderboard_page_shows_the_ranks_in_headless_chromium(graded, browser):
+    """The page as a student opens it: two entries tied at rank 1 (shown =1), the one outside the band third,
+    nicknames only, the figure with its band, and no script (the page's CSP allows none; none is in it)."""
+    root, _, run = graded
+    assert run("leaderboard", str(root / "out"), "--lab", "lab902").returncode == 0
+    page = root / "out" / "leaderboard_lab902.html"
+    browser.open(page.resolve().as_uri())
+    rows = browser.script("return [...document.querySelectorAll('tr')].map(r => [...r.cells].map(c => c.textContent))")
+    assert rows[0] == ["rank", "who", "Bytes per byte asked", "band"]
+    assert [row[0] for row in rows[1:]] == ["=1", "=1", "3"]
+    assert [row[2] for row in rows[1:]] == ["6.32x", "6x", "2x"] and all(row[3].startswith("within ") for row in rows[1:])
+    names = [row[1] for row in rows[1:]]
+    assert len(set(names)) == 3 and not {"slow", "quick", "nearly", "short"} & set(names)
+    assert browser.script("return document.scripts.length") == 0
 
 
 def test_a_dispute_reruns_the_task_twice_and_records_everything(graded):

@@ -28,6 +28,8 @@ GRADER_FAULT = "the grader could not"
 stored as done, so the next run grades it again (:mod:`grader.batch`)."""
 
 MAX_NOTES = 20
+LIMIT_EXPLAINED = 16000
+"""Longest text of one task's explained hidden cases on Gradescope (12 cases of a few bounded lines)."""
 """Notes kept per submission (a notebook whose 500 cells raise gets 20, and a count of the rest)."""
 
 
@@ -190,12 +192,17 @@ class SubmissionResult:
         return cls(data["submission"], data["lab"], tasks, data["execution_time"], data["execution_status"],
                    tuple(data.get("notes", ())), release if isinstance(release, int) else None, written, board)
 
-    def to_gradescope_dict(self) -> dict[str, Any]:
+    def to_gradescope_dict(self, explained: dict[str, str] | None = None) -> dict[str, Any]:
         """Gradescope's results.json schema; every output and name is shown as plain text
         (``output_format``, ``test_output_format``, ``test_name_format``: ``text``), never as
         Markdown or HTML. The lab release the notebook was built from rides in ``extra_data``. Each written
         answer is a test worth 0 that says whether it was received (it is marked by hand, outside
-        Gradescope's autograder score): a missing answer shows at submission time, not at marking."""
+        Gradescope's autograder score): a missing answer shows at submission time, not at marking.
+
+        ``explained`` (task id -> plain text, :func:`grader.report.feedback.explained_text`: the class's
+        diagnosed feedback) adds, per task it names, a test worth 0 whose ``visibility`` is
+        ``after_due_date``: Gradescope shows it once the assignment's due date has passed, beside the task's
+        own test (the summary, visible at once, as without it)."""
         extra = {"extra_data": {"release": self.release}} if self.release is not None else {}
         if self.leaderboard:
             extra["leaderboard"] = [{"name": n, "value": v, "order": o} for n, v, o in self.leaderboard]
@@ -229,5 +236,16 @@ class SubmissionResult:
                     "visibility": "visible",
                 }
                 for w in self.written
+            ] + [
+                {
+                    "name": f"Task {t.task_id}: {t.title} (the hidden inputs explained)",
+                    "number": f"{t.task_id}.explained",
+                    "score": 0,
+                    "max_score": 0,
+                    "status": "failed",
+                    "output": plain(explained[t.task_id], LIMIT_EXPLAINED),
+                    "visibility": "after_due_date",
+                }
+                for t in self.tasks if explained and explained.get(t.task_id)
             ],
         }

@@ -29,6 +29,7 @@ from grader.core.limits import Limits
 from grader.grade.submission import grade_submission, unreadable
 from grader.judge import references
 from grader.report import feedback
+from grader.report.settings import DIAGNOSED, SUMMARY
 from util.answers import write_json
 from util.contract import Lab
 
@@ -55,7 +56,7 @@ if [ ! -x "$PYTHON" ]; then
     exit 1
 fi
 export PYTHONPATH="$PWD${{PYTHONPATH:+:$PYTHONPATH}}"
-exec "$PYTHON" -m grader autograde --lab {lab} {limits}
+exec "$PYTHON" -m grader autograde --lab {lab} {limits}{feedback}
 """
 
 
@@ -85,8 +86,10 @@ def limit_flags(limits: Limits) -> str:
     return " ".join(flags)
 
 
-def build(lab: Lab, out: Path, limits: Limits | None = None) -> Path:
-    """Write the autograder zip for ``lab`` to ``out``; returns ``out``."""
+def build(lab: Lab, out: Path, limits: Limits | None = None, student_feedback: str = SUMMARY) -> Path:
+    """Write the autograder zip for ``lab`` to ``out``; returns ``out``. With ``student_feedback``
+    ``diagnosed``, its ``run_autograder`` adds to the results each task's explained hidden cases, shown by
+    Gradescope after the due date (:func:`autograde`)."""
     limits = limits or Limits()
     ref = references.path_for(lab)
     if not ref.exists():
@@ -94,7 +97,8 @@ def build(lab: Lab, out: Path, limits: Limits | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in (("setup.sh", SETUP.read_text(encoding="utf-8")),
-                           ("run_autograder", RUN.format(venv=VENV, lab=lab.name, limits=limit_flags(limits)))):
+                           ("run_autograder", RUN.format(venv=VENV, lab=lab.name, limits=limit_flags(limits),
+                                              feedback=f" --student-feedback {DIAGNOSED}" if student_feedback == DIAGNOSED else ""))):
             info = zipfile.ZipInfo(name)
             info.external_attr = 0o755 << 16  # executable, as Gradescope requires
             archive.writestr(info, text)
@@ -131,8 +135,13 @@ def pick_notebook(submission: Path, lab: Lab) -> Pick:
                         "notebook you want graded.")
 
 
-def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None) -> dict:
-    """Grade ``<root>/submission`` and write ``<root>/results/results.json``; returns its content."""
+def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None,
+              student_feedback: str = SUMMARY) -> dict:
+    """Grade ``<root>/submission`` and write ``<root>/results/results.json``; returns its content. Each task's
+    test is the summary, visible at once; with ``student_feedback`` ``diagnosed``, each task with a failed hidden
+    case gets a second test, visible after the due date (Gradescope's ``after_due_date``), explaining them
+    from the diagnosis (:func:`grader.report.feedback.explained_text`). ``feedback.md`` / ``.html`` stay the
+    summary: Gradescope shows results.json, and its due date is Gradescope's to apply."""
     root = Path(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
     submission, results = root / "submission", root / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -143,21 +152,24 @@ def autograde(lab: Lab, root: Path | None = None, limits: Limits | None = None) 
         except Exception as exc:  # never leave Gradescope without a results.json
             result = unreadable(pick.path, lab, f"the autograder failed ({type(exc).__name__}: {exc}); "
                                                  "tell your instructors")
+        found = feedback.read_diagnosis(Path(scratch) / "graded") if student_feedback == DIAGNOSED else {}
     if pick.note:
         result = replace(result, notes=(pick.note, *result.notes))
     result = feedback.public(result, roots=(submission, root, REPO))
     title = Path(pick.path).name if pick.path != submission else "your submission"
     (results / "feedback.md").write_text(feedback.render(title, result), encoding="utf-8")
     (results / "feedback.html").write_text(feedback.render_html(title, result), encoding="utf-8")
-    data = result.to_gradescope_dict()
+    roots = (submission, root, REPO)
+    explained = {t.task_id: feedback.explained_text(t, found, roots) for t in result.tasks} if found else None
+    data = result.to_gradescope_dict(explained)
     write_json(results / "results.json", data)
     return data
 
 
-def main_build(*, lab: Lab, out: Path, limits: Limits) -> int:
+def main_build(*, lab: Lab, out: Path, limits: Limits, student_feedback: str = SUMMARY) -> int:
     """``python -m grader gradescope``."""
     try:
-        path = build(lab, out, limits)
+        path = build(lab, out, limits, student_feedback)
     except FileNotFoundError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 1
@@ -166,8 +178,8 @@ def main_build(*, lab: Lab, out: Path, limits: Limits) -> int:
     return 0
 
 
-def main_autograde(*, lab: Lab, root: Path | None, limits: Limits) -> int:
+def main_autograde(*, lab: Lab, root: Path | None, limits: Limits, student_feedback: str = SUMMARY) -> int:
     """``python -m grader autograde`` (what ``run_autograder`` calls)."""
-    data = autograde(lab, root, limits)
+    data = autograde(lab, root, limits, student_feedback)
     print(f"score {data['score']:g}; results in {(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)}/results/")
     return 0

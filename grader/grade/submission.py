@@ -35,7 +35,7 @@ escaped; written only when it wrote any. For the instructor's diagnosis of a cra
 FACTS = "facts.json"
 """Task id -> case id -> what the grader's checks of the saved files measured (``grader.grade.run.Run.facts``):
 the figures disputes show and leaderboards rank; written only when a check reported any."""
-DIAGNOSIS = "diagnosis.json"
+DIAGNOSIS = feedback.DIAGNOSIS
 """Per failed hidden case: its input, the student's value, the expected value and the declared mistakes its
 task's failures match (:mod:`grader.grade.diagnosis`); written only when a hidden case failed."""
 TOO_LARGE = "too large"
@@ -128,6 +128,7 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
             result = replace(result, execution_status=TOO_LARGE)
         if out_dir:
             write_json(out_dir / "results.json", result.to_gradescope_dict())
+            (out_dir / DIAGNOSIS).unlink(missing_ok=True)  # nothing ran: an earlier diagnosis no longer holds
             _write_feedback(out_dir, result)
         return result
     built = releases.built_from(nb, lab)  # graded as its release was: the cases it was told of
@@ -160,6 +161,8 @@ def grade_submission(path: Path, lab: Lab, out_dir: Path | None = None, *, limit
         found = diagnose(graded, tasks, run.cases, refs)
         if found:  # shown to the student only when the class allows it (feedback: diagnosed)
             write_json(out_dir / DIAGNOSIS, found)
+        else:  # one left from an earlier grading would explain failures this one does not have
+            (out_dir / DIAGNOSIS).unlink(missing_ok=True)
         (out_dir / "executed.ipynb").write_text(notebook.dumps(run.notebook), encoding="utf-8", errors="replace")
         if run.execution.stdio.total:  # what the kernel wrote below its messages: for the instructor only
             files.write_text(out_dir / KERNEL_LOG, plain(run.execution.stdio.text(), 1 << 20))

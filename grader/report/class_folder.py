@@ -167,15 +167,19 @@ def build(out: Path, settings: Settings, records: dict[str, Previous] | None = N
                 tuple(unowned), {name: record.submitted for name, record in records.items()})
 
 
-def write(book: Book, *, feedback_dir: Path | None = None) -> list[Path]:
-    """Write the class's files into ``book.out`` (see the module's docstring); returns them."""
+def write(book: Book, *, feedback_dir: Path | None = None, now: datetime | None = None) -> list[Path]:
+    """Write the class's files into ``book.out`` (see the module's docstring); returns them. A lab's feedback
+    explains its failed hidden cases when the class settings say so at ``now`` (default: now):
+    :meth:`grader.report.settings.Settings.diagnosed`."""
     written = gradebook.write(book.out, list(book.rows))
     written.append(stats.write_csv(class_file(book.out, "statistics.csv"), list(book.stats)))
     for row in book.rows:
         if row.result is None or not (book.out / row.submission).is_dir():
             continue
+        found = (feedback.read_diagnosis(book.out / row.submission) if book.settings.diagnosed(row.result.lab, now) else None)
         for suffix, render in (("md", feedback.render), ("html", feedback.render_html)):
-            text = render(row.submission, row.result, overrides=row.overrides, late=row.late, written=row.written)
+            text = render(row.submission, row.result, overrides=row.overrides, late=row.late, written=row.written,
+                          diagnosis=found)
             files.write_text(book.out / row.submission / f"feedback.{suffix}", text)
             if feedback_dir is not None:
                 files.write_text(feedback_dir / f"{row.submission}.{suffix}", text)

@@ -4,7 +4,11 @@ Each task, its points, its status, what happened, what to try; the instructor's 
 overrides, a late penalty) when there are any; each written answer, with the rubric items its marker
 applied (their texts), the adjustment and the marker's comment, never the markers' notes or names
 (:mod:`grader.mark.state`; before marking, whether each answer was received). Hidden checks never reveal the expected value (their
-messages are written that way by :mod:`grader.judge.score`); this module only lays the results out.
+messages are written that way by :mod:`grader.judge.score`); this module only lays the results out. The one
+exception is the class's choice: under ``feedback: diagnosed``, from its date and after the lab's deadline
+(:meth:`grader.report.settings.Settings.diagnosed`), the caller passes the submission's ``diagnosis.json`` and
+each task's failed hidden checks are explained (:func:`explained`: the case's input, the student's value, the
+expected value or the failed property, the likely declared mistake), from that task's entry only.
 
 Everything that comes from a submission (messages, notes, names) is escaped for where it goes
 (:mod:`grader.core.safe_text`): a message cannot add a link, a heading or a script to the page. Paths of
@@ -13,11 +17,12 @@ from what students read: :func:`public`.
 """
 from __future__ import annotations
 
+import json
 import re
 import tempfile
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
 from grader.core import safe_text
 from grader.core.results import GRADER_FAULT, CheckResult, SubmissionResult, TaskResult
@@ -39,6 +44,20 @@ HINTS = {
                "defined under the name the task gives. Run the cell that calls submit(...).",
 }
 """What to try next, per status (never shown for ``passed``)."""
+
+DIAGNOSIS = "diagnosis.json"
+"""Beside each result: what went wrong on its failed hidden cases (:mod:`grader.grade.diagnosis`), read for
+diagnosed feedback only."""
+DIAGNOSED_NOTE = ("Your course now shows, for each hidden check you did not pass, the input it used, the value "
+                  "your function gave, what was expected (or which property failed) and, where your results "
+                  "look like a common mistake, its name and a hint.")
+"""Said once, in place of :data:`HIDDEN_NOTE`, when the feedback is diagnosed."""
+MAX_DIAGNOSED_CASES = 12
+"""At most this many hidden cases explained per task (the rest are counted)."""
+MAX_MISTAKES = 3
+"""At most this many likely mistakes named per task."""
+LIMIT_SHOWN = 700
+"""Longest input, value or expected value shown (``diagnosis.json`` cuts at 600 and says so)."""
 
 HIDDEN_NOTE = ("Checks marked *hidden input* call your functions on inputs the notebook never shows; "
                "their feedback says where your result differs, not what the expected value is.")
@@ -73,6 +92,67 @@ def public(result: SubmissionResult, roots: Iterable[Path | str] = ()) -> Submis
     tasks = tuple(replace(t, checks=tuple(check(c) for c in t.checks)) for t in result.tasks)
     return replace(result, tasks=tasks, notes=tuple(strip_paths(n, roots) for n in result.notes),
                    submission=Path(result.submission).name)
+
+
+def read_diagnosis(folder: Path) -> dict:
+    """A result folder's ``diagnosis.json``; empty when it has none or it cannot be read (then the
+    feedback explains nothing)."""
+    try:
+        found = json.loads((Path(folder) / DIAGNOSIS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def explained(task: TaskResult, diagnosis: Mapping[str, Any] | None,
+              roots: Iterable[Path | str] = ()) -> tuple[list[list[tuple[str, str]]], list[tuple[str, str]], int]:
+    """What diagnosed feedback says about ``task``, from ``diagnosis`` (``diagnosis.json``'s content):
+    per failed hidden check of ``task`` that the diagnosis covers, (label, text) pairs (the case, its input,
+    the student's value or what it raised, the expected value or the property that failed); the likely
+    mistakes as (name, hint); and how many cases were left out. Plain text, bounded, without the grader's
+    paths; the caller escapes it. Only ``task``'s own entry is read, and only for checks that failed now (a
+    diagnosis left from an earlier grading says nothing about a check that passes)."""
+    entry = (diagnosis or {}).get(task.task_id) if isinstance(diagnosis, Mapping) else None
+    if not isinstance(entry, Mapping):
+        return [], [], 0
+    failed = {c.name: c for c in task.checks if c.hidden and c.status != "passed"}
+    roots = tuple(roots)
+
+    def text(value: Any) -> str:
+        return strip_paths(safe_text.plain(value, LIMIT_SHOWN), roots)
+
+    cases = []
+    for row in entry.get("cases") or ():
+        check = failed.get(row.get("case")) if isinstance(row, Mapping) else None
+        if check is None:
+            continue
+        lines = [("Case", text(check.name)), ("Input", text(row.get("input") or "(not recorded)"))]
+        if row.get("value") is not None:
+            lines.append(("Your value", text(row["value"])))
+        elif row.get("raised"):
+            lines.append(("Your function raised", text(row["raised"])))
+        else:
+            lines.append(("Your value", "(none was recorded)"))
+        if row.get("expected") is not None:
+            lines.append(("Expected", text(row["expected"])))
+        else:
+            lines.append(("Property that failed", text(row.get("found") or check.message)))
+        cases.append(lines)
+    mistakes = [(text(m.get("name")), text(m.get("hint"))) for m in entry.get("mistakes") or ()
+                if isinstance(m, Mapping) and m.get("name")] if failed else []
+    return cases[:MAX_DIAGNOSED_CASES], mistakes[:MAX_MISTAKES], max(len(cases) - MAX_DIAGNOSED_CASES, 0)
+
+
+def explained_text(task: TaskResult, diagnosis: Mapping[str, Any] | None, roots: Iterable[Path | str] = ()) -> str:
+    """:func:`explained` as plain text (Gradescope's outputs are shown as text), empty when there is nothing."""
+    cases, mistakes, more = explained(task, diagnosis, roots)
+    lines = []
+    for case in cases:
+        lines += [f"{label}: {value}" for label, value in case] + [""]
+    if more:
+        lines += [f"({more} more hidden case{'s' if more > 1 else ''} not shown)", ""]
+    lines += [f"Likely mistake: {name}: {hint}" for name, hint in mistakes]
+    return "\n".join(lines).strip()
 
 
 def _points(value: float) -> str:
@@ -141,11 +221,14 @@ def _written_title(marked: Marked) -> str:
 
 
 def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
-           roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None) -> str:
+           roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None,
+           diagnosis: Mapping[str, Any] | None = None) -> str:
     """The Markdown feedback for one submission (``overrides``: :class:`grader.report.overrides.Applied`;
     ``late``: :class:`grader.report.late.Late`; ``written``: its written answers, marked or not,
-    :class:`grader.mark.state.Marked`; ``None``: as received, before any marking)."""
+    :class:`grader.mark.state.Marked`; ``None``: as received, before any marking; ``diagnosis``: its
+    ``diagnosis.json``, given only when the class shows diagnosed feedback, :func:`explained`)."""
     written = _written(name, result, written)
+    roots = tuple(roots)
     result = public(result, roots)
     md = safe_text.markdown
     changes = _changes(overrides, late)
@@ -174,13 +257,30 @@ def render(name: str, result: SubmissionResult, *, overrides: Iterable = (), lat
                          f"{message} |")
         hints = [f"*Hint ({status}):* {_hint(task, status)}" for status in _statuses(task)]
         lines += [""] + hints + ([""] if hints else [])
+        if diagnosis is not None:
+            lines += _explained_md(task, diagnosis, roots)
     if written:
         lines += ["## Written answers (marked by hand)", ""]
         for marked in written:
             lines += [f"### {md(_written_title(marked))}", ""] + [f"- {md(text)}" for text in _written_lines(marked)]
             lines.append("")
-    lines.append(HIDDEN_NOTE)
+    lines.append(DIAGNOSED_NOTE if diagnosis is not None else HIDDEN_NOTE)
     return "\n".join(lines) + "\n"
+
+
+def _explained_md(task: TaskResult, diagnosis: Mapping[str, Any], roots: tuple) -> list[str]:
+    cases, mistakes, more = explained(task, diagnosis, roots)
+    if not cases and not mistakes:
+        return []
+    md = safe_text.markdown
+    lines = ["### What went wrong on the hidden inputs", ""]
+    for case in cases:
+        (_, first), rest = case[0], case[1:]
+        lines += [f"- **{md(first, LIMIT_SHOWN)}**"] + [f"  - {label}: {md(value, LIMIT_SHOWN)}" for label, value in rest]
+    if more:
+        lines.append(f"- ({more} more hidden case{'s' if more > 1 else ''} not shown)")
+    lines += [""] + [f"*Likely mistake:* **{md(n, safe_text.LIMIT_NAME)}**: {md(h, LIMIT_SHOWN)}" for n, h in mistakes]
+    return lines + [""]
 
 
 def _statuses(task: TaskResult) -> list[str]:
@@ -205,13 +305,18 @@ th { background: #f3f3f3; }
 .passed { color: #1a7f37; } .failed, .error, .timeout, .memory, .crash, .missing { color: #b42318; }
 .changes { background: #fff8e1; border: 1px solid #f0d58c; padding: 0.5rem 1rem; }
 .hint { color: #555; }
+dl.diagnosed { border-left: 3px solid #ccc; margin: 0.5rem 0; padding-left: 0.8rem; }
+dl.diagnosed dt { font-weight: bold; } dl.diagnosed dd { margin: 0 0 0.3rem 1rem; overflow-wrap: anywhere; }
+.mistake { background: #eef4ff; padding: 0.3rem 0.6rem; }
 """
 
 
 def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = (), late=None,
-                roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None) -> str:
+                roots: Iterable[Path | str] = (), written: tuple[Marked, ...] | None = None,
+                diagnosis: Mapping[str, Any] | None = None) -> str:
     """The same feedback as :func:`render`, as one self-contained, escaped HTML page."""
     written = _written(name, result, written)
+    roots = tuple(roots)
     result = public(result, roots)
     h = safe_text.html
     changes = _changes(overrides, late)
@@ -243,10 +348,29 @@ def render_html(name: str, result: SubmissionResult, *, overrides: Iterable = ()
         parts.append("<table><tr><th>check</th><th>points</th><th>status</th><th>what happened</th></tr>"
                      + rows + "</table>")
         parts += [f"<p class=\"hint\"><em>Hint ({status}):</em> {h(_hint(task, status))}</p>" for status in _statuses(task)]
+        if diagnosis is not None:
+            parts += _explained_html(task, diagnosis, roots)
     if written:
         parts.append("<h2 id=\"written\">Written answers (marked by hand)</h2>")
         for marked in written:
             parts.append(f"<h3 class=\"written\" id=\"written-{h(marked.question.id)}\">{h(_written_title(marked))}</h3>"
                          "<ul>" + "".join(f"<li>{h(text)}</li>" for text in _written_lines(marked)) + "</ul>")
-    parts.append(f"<p class=\"hint\">{h(HIDDEN_NOTE.replace('*', ''))}</p></body></html>")
+    note = DIAGNOSED_NOTE if diagnosis is not None else HIDDEN_NOTE.replace('*', '')
+    parts.append(f"<p class=\"hint\">{h(note)}</p></body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _explained_html(task: TaskResult, diagnosis: Mapping[str, Any], roots: tuple) -> list[str]:
+    cases, mistakes, more = explained(task, diagnosis, roots)
+    if not cases and not mistakes:
+        return []
+    h = safe_text.html
+    parts = [f"<h3 class=\"diagnosed\" id=\"diagnosed-{h(task.task_id)}\">What went wrong on the hidden inputs</h3>"]
+    for case in cases:
+        parts.append("<dl class=\"diagnosed\">" + "".join(f"<dt>{h(label)}</dt><dd><code>{h(value, LIMIT_SHOWN)}</code></dd>"
+                                                           for label, value in case) + "</dl>")
+    if more:
+        parts.append(f"<p>({more} more hidden case{'s' if more > 1 else ''} not shown)</p>")
+    parts += [f"<p class=\"mistake\"><em>Likely mistake:</em> <strong>{h(n, safe_text.LIMIT_NAME)}</strong>: "
+              f"{h(hint, LIMIT_SHOWN)}</p>" for n, hint in mistakes]
+    return parts
