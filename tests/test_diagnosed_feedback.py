@@ -1,4 +1,4 @@
-"""Diagnosed feedback (issue 43): the class setting and its date, what the feedback shows per failed hidden
+"""Diagnosed feedback: the class setting and its date, what the feedback shows per failed hidden
 case (escaped, bounded, from that task's diagnosis only), and Gradescope's after-due-date tests.
 
 Hand-made results and diagnoses (milliseconds); the real example submissions' diagnoses are checked where

@@ -81,7 +81,7 @@ def _grader_only_texts(lab) -> list[str]:
 
 @pytest.mark.parametrize("lab_name, mistake", EXAMPLE_PARAMS)
 def test_diagnosed_feedback_names_the_examples_mistake_and_nothing_grader_only(graded, lab_name, mistake):
-    """Issue 43: each example submission's diagnosed feedback (its own diagnosis.json, from the one grading
+    """Each example submission's diagnosed feedback (its own diagnosis.json, from the one grading
     above) names its declared mistake for every task whose hidden cases it fails, and shows no judge line,
     no rubric text and no case of a task it does not explain."""
     lab = DECLARED[lab_name]
