@@ -1,7 +1,7 @@
 """Lab 16's trained model: DigitsCNN (as a :class:`~util.labs.lab16.nets.ConvNet`) trained on the digits, and
 how the lab measures accuracy.
 
-:func:`trained_digits` trains ``build_model("digits_cnn")`` on ``util.data.digits_split()`` (Adam, lr 3e-3,
+:func:`trained_digits` trains ``build_model("digits_cnn")`` with lab 9's recipe on ``util.data.digits_split()`` (Adam, lr 3e-3,
 batches of 64, 4 epochs, seeded) **in float64 on one thread** and stores it in float32: float32 training gives
 other weights at two threads than at one (the sums run in another order), float64 training the same float32
 weights. It is cached beside the course's exports (``build/onnx``): trained once per machine (a few seconds),
@@ -17,9 +17,6 @@ from pathlib import Path
 import torch
 from torch import nn
 
-EPOCHS = 4
-BATCH = 64
-LR = 3e-3
 _HERE = Path(__file__).resolve().parent
 _FORMAT = 1
 """Bump when the recipe changes in a way the source hash would not catch."""
@@ -30,34 +27,17 @@ def _key() -> str:
     for package in ("torch", "numpy", "scikit-learn"):
         digest.update(metadata.version(package).encode())
     root = _HERE.parents[1]
-    for source in (_HERE / "digits.py", _HERE / "nets.py", root / "models.py", root / "data.py"):
+    for source in (_HERE / "digits.py", _HERE / "nets.py", root / "models.py", root / "data.py",
+                   root / "labs" / "lab9" / "digits.py"):
         digest.update(source.read_bytes())
     return f"lab16_digits_{digest.hexdigest()[:12]}"
 
 
 def _train() -> dict[str, torch.Tensor]:
-    from util.data import digits_split
-    from util.models import build_model
+    """Lab 9's recipe (:func:`util.labs.lab9.digits.train_digits_cnn`, seed 0), as a state dict."""
+    from util.labs.lab9.digits import train_digits_cnn
 
-    split = digits_split()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model = build_model("digits_cnn", seed=0).double().train()
-        optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-        generator = torch.Generator().manual_seed(0)
-        x, y = split.x_train.double(), split.y_train
-        for _ in range(EPOCHS):
-            order = torch.randperm(len(y), generator=generator)
-            for start in range(0, len(y), BATCH):
-                batch = order[start:start + BATCH]
-                optimizer.zero_grad()
-                nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
-                optimizer.step()
-    finally:
-        torch.set_num_threads(threads)
-    return {key: value.detach().float().clone() if value.is_floating_point() else value.detach().clone()
-            for key, value in model.state_dict().items()}
+    return {key: value.detach().clone() for key, value in train_digits_cnn(0).state_dict().items()}
 
 
 def trained_digits():
