@@ -53,6 +53,7 @@ this check passes it.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Mapping
 
 import numpy as np
@@ -96,8 +97,6 @@ def check(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[st
     """Problems with a case's saved measurement (empty: it passes); an exact case passes here."""
     if spec.get("measure") is None:
         return []
-    import time
-
     seed = drawn_seed()
     problems, _ = _assess(spec, data, fresh=False, seed=seed)
     for pause in PAUSES:  # measured again (the same model) before it fails
