@@ -214,8 +214,7 @@ def achieved_gflops(layer, sample_shape, batches=(1, 8, 32), runs=10, timer=None
                 results.setdefault((who, "profile"), []).append(figures["margin"])
                 reply, _ = judge._rerun("achieved", {"seed": seed, "batches": [1, 8, 32], "runs": 10},
                                         functions["achieved"], "achieved_gflops")
-                with judge._quiet_student():
-                    grader = judge_measure.drawn_achieved(seed, [1, 8, 32], 10, fresh=True)
+                grader = judge._reference_achieved(seed, [1, 8, 32], 10)  # as the judge measures it
                 _, figures = judge._achieved_problems([1, 8, 32], reply["gflops"], grader, "", "",
                                                       judge.DRAWN_CONV_BAND)
                 results.setdefault((who, "achieved"), []).append(figures["margin"])

@@ -81,6 +81,7 @@ class Grader:
                             lambda *args, fresh=False, **kwargs: (self.calls.append(fresh), self.achieved_first)[1])
         monkeypatch.setattr(judge_measure, "drawn_profile", lambda seed, runs, fresh=False: DRAWN_PROFILE)
         monkeypatch.setattr(judge_measure, "drawn_achieved", lambda seed, batches, runs, fresh=False: DRAWN_ACHIEVED)
+        monkeypatch.setattr(judge, "_reference_achieved", lambda seed, batches, runs: DRAWN_ACHIEVED)
         monkeypatch.setattr(judge, "_rerun", self.rerun_answer)
         monkeypatch.setattr(judge, "drawn_seed", iter(range(1000, 2000)).__next__)
         monkeypatch.setattr(judge, "PAUSES", (0.0,) * judge.AGAIN)  # the pauses before measuring again, not waited
@@ -270,3 +271,41 @@ def test_a_re_run_that_raises_or_answers_garbage_fails_with_what_happened(monkey
         Grader(0.0, rerun=lambda kind, request, answer=answer: answer).install(monkeypatch)
         problems = judge.check(PROFILE, profile_file(recorded), EXACT)
         assert len(problems) == 1 and found in problems[0], problems
+
+
+STEADY_HEAP_CHILD = r'''
+import resource, sys, torch
+from util.labs.lab11.machine import steady_heap
+if sys.argv[1] == "steady":
+    assert steady_heap()
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def layer_call():  # a layer's temporaries: 20 blocks of 0.9 MiB, all freed at the end
+    blocks = [torch.ones(230_000) for _ in range(20)]
+    del blocks
+first = torch.ones(256_000)  # 1 MiB, freed: glibc's thresholds move to it (mmap 1 MiB, trim 2 MiB)
+del first
+layer_call(); layer_call()
+before = faults()
+for _ in range(10):
+    layer_call()
+print(faults() - before)
+'''
+
+
+def test_a_steady_heap_reuses_freed_memory_instead_of_faulting_it_in_again():
+    """The measuring processes' heap (``steady_heap``): after a warm-up, a call that allocates and frees 18 MiB
+    touches no new page, where glibc's own thresholds (moved by a 1 MiB block freed before) hand the 18 MiB back
+    to the kernel after every call and fault it in again on the next."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    def faults(mode: str) -> int:
+        done = subprocess.run([sys.executable, "-c", STEADY_HEAP_CHILD, mode], capture_output=True, text=True,
+                              timeout=120, cwd=str(Path(__file__).resolve().parents[2]))
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    assert faults("steady") < 200
+    assert faults("glibc") > 10 * 18 * 256 // 2  # 18 MiB = 4,608 pages of 4 KiB in each call

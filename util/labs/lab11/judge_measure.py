@@ -5,7 +5,9 @@ measures the same quantity itself, here, in its own process, pinned to one CPU w
 and :mod:`util.labs.lab11.judge` compares. Every measurement is a best of several runs (noise only ever
 adds time), and compute and copy timings use the CPU clock of this thread (``machine.cpu_timer``), which
 the other processes of a shared machine do not advance; per-layer profiles use ``torch.profiler``'s own
-(wall) clock, as the student's do, with the minimum over runs per layer. Each result is cached for the
+(wall) clock, as the student's do, with the minimum over runs per layer. The one exception is the convolution a
+grading draws for task 11.6: it is measured with :func:`reference_gflops` in a process started as the student's
+is (:func:`util.labs.lab11.judge._reference_achieved`), so both measurements share their surroundings. Each result is cached for the
 life of the judge process, so two cases that need the same measurement share it; ``fresh=True`` measures
 again (the judge does before it fails a case).
 
@@ -23,9 +25,13 @@ _cache: dict[tuple, Any] = {}
 
 
 def pin() -> int:
-    """Pin this process to one CPU (the highest-numbered it may use) and torch to one thread; return the CPU."""
+    """Pin this process to one CPU (the highest-numbered it may use), torch to one thread and ``malloc`` to a
+    steady heap (:func:`util.labs.lab11.machine.steady_heap`); return the CPU."""
     import torch
 
+    from util.labs.lab11.machine import steady_heap
+
+    steady_heap()
     allowed = os.sched_getaffinity(0)
     cpu = max(allowed)
     if allowed != {cpu}:
@@ -147,6 +153,21 @@ def _achieved_by(module, sample: Sequence[int], batches: Sequence[int], runs: in
             x = torch.randn(int(batch), *sample)
             macs = _macs(module, x)
             out[int(batch)] = 2 * macs / cpu_timer(lambda x=x: module(x), runs=runs) / 1e9
+    return out
+
+
+def reference_gflops(layer, sample_shape, batches=(1, 8, 32), runs=10, timer=None) -> dict[int, float]:
+    """The course's own ``achieved_gflops`` (the signature task 11.6 asks for): 2 x the MACs of the whole batch
+    over ``timer``'s best of ``runs`` calls, at each batch. The judge runs it in a process started as the
+    student's is (:func:`util.labs.lab11.judge._reference_achieved`), pickled by value."""
+    import torch
+
+    out = {}
+    with torch.no_grad():
+        for batch in batches:
+            x = torch.randn(int(batch), *sample_shape)
+            macs = _macs(layer, x)
+            out[int(batch)] = 2 * macs / timer(lambda x=x: layer(x), runs=runs) / 1e9
     return out
 
 

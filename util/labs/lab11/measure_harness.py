@@ -57,8 +57,9 @@ def serve(channel: Channel) -> None:
     import cloudpickle
     import torch
 
-    from util.labs.lab11.machine import course_input, drawn_cnn
+    from util.labs.lab11.machine import course_input, drawn_cnn, steady_heap
 
+    steady_heap()
     torch.set_num_threads(1)
     with torch.no_grad():
         model, shape = drawn_cnn(0)
