@@ -274,8 +274,10 @@ def test_a_re_run_that_raises_or_answers_garbage_fails_with_what_happened(monkey
 
 
 STEADY_HEAP_CHILD = r'''
-import resource, sys, torch
+import ctypes, resource, sys, torch
 from util.labs.lab11.machine import steady_heap
+libc = ctypes.CDLL("libc.so.6")
+libc.mallopt(-1, 128 << 10); libc.mallopt(-3, 128 << 10)  # glibc's thresholds as a process starts (trim, mmap)
 if sys.argv[1] == "steady":
     assert steady_heap()
 def faults():
@@ -283,8 +285,6 @@ def faults():
 def layer_call():  # a layer's temporaries: 20 blocks of 0.9 MiB, all freed at the end
     blocks = [torch.ones(230_000) for _ in range(20)]
     del blocks
-first = torch.ones(256_000)  # 1 MiB, freed: glibc's thresholds move to it (mmap 1 MiB, trim 2 MiB)
-del first
 layer_call(); layer_call()
 before = faults()
 for _ in range(10):
@@ -295,8 +295,9 @@ print(faults() - before)
 
 def test_a_steady_heap_reuses_freed_memory_instead_of_faulting_it_in_again():
     """The measuring processes' heap (``steady_heap``): after a warm-up, a call that allocates and frees 18 MiB
-    touches no new page, where glibc's own thresholds (moved by a 1 MiB block freed before) hand the 18 MiB back
-    to the kernel after every call and fault it in again on the next."""
+    touches no new page, where glibc's thresholds as a process starts (which then move with what it allocated
+    before, so two processes differ) hand the 18 MiB back to the kernel after every call and fault it in again
+    on the next."""
     import subprocess
     import sys
     from pathlib import Path
