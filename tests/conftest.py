@@ -49,6 +49,13 @@ def _from_gradebook(path: Path, lab_name: str) -> tuple[SubmissionResult, Path] 
     return (found[1].result, found[0]) if found[1].key == key else None
 
 
+def folder_from_gradebook(path: Path, lab_name: str) -> Path | None:
+    """The result folder the main job's gradebook (:data:`REUSE_ENV`) holds for ``path``, graded under the very key
+    this run would grade it under; ``None`` when there is none (a developer's run grades it instead)."""
+    found = _from_gradebook(Path(path), lab_name)
+    return found[1] if found else None
+
+
 @pytest.fixture(scope="session")
 def graded(tmp_path_factory):
     """``graded(path, lab_name) -> SubmissionResult``, memoised for the session (and taken from the main
