@@ -1,4 +1,5 @@
 """The executor on tiny notebooks: errors do not stop the run, timeouts and dead kernels are named."""
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.core.limits import Deadlines
@@ -90,3 +91,33 @@ def test_a_plain_scratch_folder_still_counts_deleted_files_held_open(tmp_path):
                         limits=Limits(disk=64 << 20, fsize=40 << 20))
     assert execution.status == "crash" and "kept more than 64 MiB of files" in execution.message, execution.message
     assert read_answers(tmp_path / "answers") == {"900.1": 41}
+
+
+@pytest.mark.parametrize("cell, hidden, left, says", [
+    (120, False, 3.2, "cell 1 (900.1) was still running at its time limit (5 s per notebook)"),
+    (120, True, 2.5, "cell 1 (900.1) was still running the hidden cases at their time limit (7 s)"),
+    (4, False, 4.5, "cell 1 (900.1) was still running after 4 s and was stopped (limits: 4 s per cell"),
+])
+def test_a_cell_stopped_by_its_phases_deadline_says_so_whichever_timer_fired_first(cell, hidden, left, says):
+    """When a cell's own limit was cut to what its phase had left, the client's timer can fire before the
+    watchdog's poll sees the deadline: the message names the deadline that stopped it, not a cell limit of
+    a few seconds the student never set; a cell stopped by its own limit says that limit."""
+    from types import SimpleNamespace
+
+    from nbclient.exceptions import CellTimeoutError
+
+    from grader.execute.kernel import _CellRun
+
+    class Client:
+        timeout = None
+
+        def execute_cell(self, cell, index):
+            raise CellTimeoutError("timed out")
+
+    deadlines = Deadlines(cell=cell, notebook=5, hidden=7, judge=60)
+    run = _CellRun(Client(), new_notebook(cells=[new_code_cell("x = 1"), new_code_cell("while True: pass")]),
+                   [None, "900.1"], 2 if not hidden else 1, deadlines)
+    watchdog = SimpleNamespace(breach=None)
+    assert run.one(1, run.nb.cells[1], hidden, left, watchdog) is False
+    assert run.status == "timeout" and run.stopped == "900.1"
+    assert run.message.startswith(says), run.message

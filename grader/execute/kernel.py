@@ -314,8 +314,16 @@ class _CellRun:
             client.execute_cell(cell, index)
         except CellTimeoutError:
             self.status, self.stopped = "timeout", task
-            self.message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
-                            f"{self.deadlines.describe()})" + AFTER)
+            if client.timeout < (self.deadlines.hidden if hidden else self.deadlines.cell):
+                # the cell's limit was what its phase had left: the phase's deadline stopped it, whichever of
+                # the client's timer and the watchdog's poll saw it first
+                self.message = (f"{where} was still running the hidden cases at their time limit "
+                                f"({self.deadlines.hidden} s)" if hidden else
+                                f"{where} was still running at its time limit ({self.deadlines.notebook} s per "
+                                "notebook)") + AFTER
+            else:
+                self.message = (f"{where} was still running after {client.timeout} s and was stopped (limits: "
+                                f"{self.deadlines.describe()})" + AFTER)
             return False
         except DeadKernelError:
             code = _kernel_returncode(client)
