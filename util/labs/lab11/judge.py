@@ -23,8 +23,8 @@ pass. The convolution is measured for the grader by the course's own method in a
 student's is (:func:`_reference_achieved`), both with a steady heap
 (:func:`util.labs.lab11.machine.steady_heap`): measured in the judge process instead, one drawn convolution's
 GFLOP/s stood 1.6x apart on this machine for as long as both processes lived, and a CI machine saw 4x; and the
-comparison runs up to :data:`DRAWN_ROUNDS` rounds, each side keeping its best. The measurement again before a failure uses the same drawn model. A machine number (peak, bandwidth) is
-not run again: it is the same whatever the workload's details, so a number measured in another run stays
+comparison runs up to :data:`DRAWN_ROUNDS` rounds, each side keeping its best. The measurement again before a
+failure uses the same drawn model. A machine number (peak, bandwidth) is not run again: it is the same whatever the workload's details, so a number measured in another run stays
 within the band (the fixed-timer case grades its arithmetic exactly).
 
 The bands come from the lab's noise study (``benchmarks/bench_lab11_grading.py`` runs it and prints it):
@@ -56,6 +56,7 @@ this check passes it.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -272,20 +273,27 @@ def _reference_achieved(seed: int, batches: list[int], runs: int) -> dict[int, f
     same confinement, harness, warm-up and CPU) while the student's is stopped: what a student process measures
     depends on its surroundings (its memory's layout, the cgroup and sandbox it runs in), so the grader measures
     in the same surroundings, not in its own judge process. ``None`` when that process gave no answer."""
+    with _quiet_student():
+        reply, _ = _ask("reference", {"achieved": {"seed": seed, "batches": batches, "runs": runs}},
+                        _reference_pickled())
+    if reply is None or reply.get("batches") != batches or len(reply.get("gflops") or []) != len(batches):
+        return None
+    return dict(zip(batches, reply["gflops"]))
+
+
+@functools.lru_cache(maxsize=1)
+def _reference_pickled() -> bytes:
+    """:func:`util.labs.lab11.judge_measure.reference_gflops`, pickled by value (a student process cannot import a
+    judge's module), once per judge process."""
     import cloudpickle
 
     from util.labs.lab11 import judge_measure
 
-    cloudpickle.register_pickle_by_value(judge_measure)  # a student process cannot import a judge's module
+    cloudpickle.register_pickle_by_value(judge_measure)
     try:
-        pickled = cloudpickle.dumps(judge_measure.reference_gflops)
+        return cloudpickle.dumps(judge_measure.reference_gflops)
     finally:
         cloudpickle.unregister_pickle_by_value(judge_measure)
-    with _quiet_student():
-        reply, _ = _ask("reference", {"achieved": {"seed": seed, "batches": batches, "runs": runs}}, pickled)
-    if reply is None or reply.get("batches") != batches or len(reply.get("gflops") or []) != len(batches):
-        return None
-    return dict(zip(batches, reply["gflops"]))
 
 
 def _quiet_student():
@@ -436,7 +444,8 @@ def _achieved(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
                                          DRAWN_CONV_BAND)
         if not again:
             break
-        time.sleep(DRAWN_PAUSE)
+        if round_ + 1 < DRAWN_ROUNDS:
+            time.sleep(DRAWN_PAUSE)
     figures.update({f"drawn_{key}": value for key, value in more.items() if key != "margin"})
     figures["margin"] = min(figures["margin"], more["margin"])
     return problems + again, figures

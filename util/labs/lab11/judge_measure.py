@@ -145,15 +145,7 @@ def drawn_achieved(seed: int, batches: Sequence[int], runs: int = 10, *, fresh: 
 
 
 def _achieved_by(module, sample: Sequence[int], batches: Sequence[int], runs: int) -> dict[int, float]:
-    import torch
-
-    out = {}
-    with torch.no_grad():
-        for batch in batches:
-            x = torch.randn(int(batch), *sample)
-            macs = _macs(module, x)
-            out[int(batch)] = 2 * macs / cpu_timer(lambda x=x: module(x), runs=runs) / 1e9
-    return out
+    return reference_gflops(module, sample, batches, runs, cpu_timer)
 
 
 def reference_gflops(layer, sample_shape, batches=(1, 8, 32), runs=10, timer=None) -> dict[int, float]:
