@@ -123,3 +123,13 @@ def test_an_export_written_by_a_function_is_stored_the_same_way(cache):
     with pytest.raises(RuntimeError):  # a failed export leaves nothing behind, not even its temp file
         export_cache.store("onnx", "broken_abc123.pt", lambda tmp: (_ for _ in ()).throw(RuntimeError("no")))
     assert sorted(p.name for p in cache.iterdir()) == ["model_abc123.pt"]
+
+
+@pytest.mark.parametrize("lab_name", sorted((name for name, lab in labs.LABS.items() if lab.prepare),
+                                            key=lambda name: int(name[3:])))
+def test_each_labs_prepare_hook_runs_as_the_grader_runs_it(lab_name):
+    """A hook that raises costs nothing visible but time (each kernel exports for itself, and the class run only
+    warns), so it is run here the way ``grade`` runs it, in a subprocess that reads the grader-only cases: it must
+    finish. With the caches filled (after ``grade``) this takes seconds; cold, the exports it makes are the ones
+    the lab's gradings would make anyway."""
+    assert caches.prepare(labs.get_lab(lab_name)) is None
