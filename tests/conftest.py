@@ -94,6 +94,8 @@ def _lab_of(item: pytest.Item) -> str | None:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its worker plugin registers after this file)
 def pytest_collection_modifyitems(config, items):
-    """Put each lab's tests in one xdist group, the others in their module's (a no-op without xdist)."""
+    """Put each lab's tests in one xdist group, the others in their module's (a no-op without xdist); a test or
+    module that names its group itself (``pytest.mark.xdist_group``) keeps it."""
     for item in items:  # the rest stay with their module: module-scoped fixtures run once, on one worker
-        item.add_marker(pytest.mark.xdist_group(_lab_of(item) or Path(str(item.fspath)).stem))
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_lab_of(item) or Path(str(item.fspath)).stem))

@@ -6,8 +6,9 @@ the collection graded with the grader image: both rows in the gradebook, with th
 student can read the other's volume or reach the other's server or the host's other ports (tried from the
 student's terminal).
 
-Marked ``hub`` and left out of a plain ``python -m pytest``; CI runs ``python -m pytest -m hub`` after the
-images' tests, once ``docker/hub/hub.sh build`` has built the hub's two images on the student image. Without an
+Marked ``hub`` and left out of a plain ``python -m pytest``; CI runs it with the images' tests
+(``python -m pytest -m "images or hub"``), once ``docker/hub/hub.sh build`` has built the hub's two images on the
+student image. Without an
 engine or the images it skips, saying what to run; with ``COURSE_IMAGES_REQUIRED=1`` it fails instead.
 
 What it measures (a student's server ready after sign-in, the memory of an idle and a busy student's container)
@@ -55,7 +56,9 @@ LAB_OPEN_TIMEOUT = 240
 READY_TIMEOUT = 180
 """Seconds from a sign-in to JupyterLab in the student's server (5-8 s measured on a quiet machine)."""
 
-pytestmark = [pytest.mark.hub, pytest.mark.xdist_group("hub")]
+pytestmark = [pytest.mark.hub, pytest.mark.xdist_group("images")]
+"""In the images' group: CI runs ``-m "images or hub"`` at once, the grader image's grading (minutes, a group of its
+own) on one worker and the images' other tests, then this one, on the other."""
 
 
 def _free_port() -> int:
