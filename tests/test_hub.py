@@ -58,7 +58,7 @@ READY_TIMEOUT = 180
 
 pytestmark = [pytest.mark.hub, pytest.mark.xdist_group("images")]
 """In the images' group: CI runs ``-m "images or hub"`` at once, the grader image's grading (minutes, a group of its
-own) on one worker and the images' other tests, then this one, on the other."""
+own) on one worker, and this test and the images' other tests on the other."""
 
 
 def _free_port() -> int:
