@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from util.contract import Tolerance
 from util.labs.lab11 import judge, judge_measure
@@ -145,6 +147,46 @@ def test_a_profile_like_the_graders_passes_even_when_slower_throughout(monkeypat
     assert judge.check(PROFILE, profile_file(noisy), EXACT) == []
     problems, figures = judge.assess(PROFILE, profile_file(noisy))
     assert problems == [] and figures["spearman"] > 0.9 and figures["layers_in_band"] == 1.0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scale=st.floats(0.45, 2.3), jitter=st.lists(st.floats(0.8, 1.25), min_size=21, max_size=21))
+def test_a_profile_measured_while_the_core_was_shared_passes_at_any_scale_of_this_machine(monkeypatch, scale, jitter):
+    """The kernel measured once, and a grader measuring again cannot change what it saved: a kernel that shared its
+    core measured every layer slower (1.7x to 1.96x in total seen under load) with its proportions kept. Any scale
+    from 0.45x to 2.3x passes with every layer off by up to 1.25x more (the total stays within 1/3x to 3x), whatever
+    share of the layers that puts outside 0.5x to 2x of the grader's times."""
+    Grader(0.0).install(monkeypatch)
+    base = recorded_profile()
+    slower = {name: t * scale * j for (name, t), j in zip(base.items(), jitter)}
+    problems, figures = judge.assess(PROFILE, profile_file(slower))
+    assert problems == [] and figures["shape_in_band"] == 1.0, (problems, figures)
+    assert figures["total_ratio"] == pytest.approx(sum(slower.values()) / sum(base.values()))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scale=st.one_of(st.floats(1e-4, 0.32), st.floats(3.1, 1e4)))
+def test_a_profile_off_this_machines_scale_fails_on_its_total(monkeypatch, scale):
+    """Proportions kept, but a total no measurement of this machine gives (ms for s, a sum of the runs for their
+    best, another machine's recording): it fails, saying what the total was and the band."""
+    Grader(0.0).install(monkeypatch)
+    base = recorded_profile()
+    problems = judge.check(PROFILE, profile_file({name: t * scale for name, t in base.items()}), EXACT)
+    assert len(problems) == 1 and f"add up to {scale:.2f}x the grader's (within 1/3x to 3x needed)" in problems[0]
+
+
+def test_a_profile_with_a_quarter_of_its_layers_off_fails_at_either_scale(monkeypatch):
+    """Ranked alike and adding up, but 6 of 21 layers 4x too fast: under 75 % of the layers within 0.5x to 2x of the
+    grader's times, as measured or brought to its scale; the message gives both shares."""
+    Grader(0.0).install(monkeypatch)
+    base = recorded_profile()
+    names = sorted(base, key=base.get)
+    off = {name: base[name] * (0.25 if name in names[-6:] else 1.0) for name in base}
+    problems, figures = judge.assess(PROFILE, profile_file(off))
+    assert figures["layers_in_band"] == figures["shape_in_band"] == pytest.approx(15 / 21)
+    assert [p for p in problems if "do not predict it" in p] == [
+        "only 71% of your layer times are within 0.5x to 2x of the grader's, and 71% once brought to its scale "
+        "(divided by their median ratio to the grader's) (75% needed): measure each layer, do not predict it"]
 
 
 def test_a_profile_in_another_order_or_unit_fails(monkeypatch):
@@ -308,5 +350,8 @@ def test_a_steady_heap_reuses_freed_memory_instead_of_faulting_it_in_again():
         assert done.returncode == 0, done.stderr[-2000:]
         return int(done.stdout.split()[-1])
 
-    assert faults("steady") < 200
-    assert faults("glibc") > 10 * 18 * 256 // 2  # 18 MiB = 4,608 pages of 4 KiB in each call
+    # 18 MiB = 4,608 pages of 4 KiB in each call. Steady: 0 faults alone, up to 225 seen in a test run beside
+    # others (the interpreter's own), under 1 % of what glibc's thresholds fault in
+    glibc = faults("glibc")
+    assert glibc > 10 * 18 * 256 // 2
+    assert faults("steady") < glibc // 100

@@ -37,10 +37,12 @@ time on a 2-vCPU machine at load averages of 4 to 10, each measuring with this j
   clock the bandwidth's best of 10 spread 1.8x to 3.5x, which is why the graded timer is the CPU clock;
 * per-layer profiles at batch 1 (minimum of 10 profiled runs, wall clock as profilers measure): Spearman
   between two processes' profiles >= 0.94 (ResNet-18) and 0.98 (MobileNetV2), every layer within 1.54x,
-  totals within 1.19x; graded: Spearman >= :data:`MIN_SPEARMAN` (0.8), the total within :data:`BAND`, and at
-  least :data:`MIN_LAYERS_IN_BAND` of the layers within :data:`BAND` (worst margin 1.19; a roofline
-  *prediction* passed off as a measurement keeps a Spearman near 0.8 but has under 55 % of its layers in
-  band). At batch 2 and 4 the totals of two processes differed up to 3.9x (a call of several ms is rarely
+  totals within 1.19x; graded: Spearman >= :data:`MIN_SPEARMAN` (0.8), the total within
+  :data:`PROFILE_TOTAL_BAND` = [1/3, 3], and at least :data:`MIN_LAYERS_IN_BAND` of the layers within
+  :data:`BAND`, as measured or brought to the grader's scale (worst margin 1.19; a roofline *prediction* passed
+  off as a measurement keeps a Spearman near 0.8 but has under 55 % of its layers in band either way; a kernel
+  that measured while its core was shared is slower throughout, up to 1.96x seen, and keeps its proportions:
+  :data:`PROFILE_TOTAL_BAND`). At batch 2 and 4 the totals of two processes differed up to 3.9x (a call of several ms is rarely
   left alone by a busy core in 10 runs): those are not graded;
 * one conv's achieved GFLOP/s (CPU clock, best of 10): up to 2.24x apart at batch 1, where its 9 MB of
   weights stream through caches that neighbours share; graded within :data:`CONV_BAND` = [1/3, 3] (worst
@@ -81,10 +83,21 @@ DRAWN_CONV_BAND = (0.5, 2.0)
 student's ``achieved_gflops`` in a student process pinned to the judge's CPU, one after the other: at load averages
 of 14 to 20 on 2 cores the solution's ratios stayed within 0.57x to 1.76x over 40 drawn convolutions; numbers
 measured once on another layer (ResNet-18's layer4.1.conv1) fell outside on about four in five."""
+PROFILE_TOTAL_BAND = (1 / 3, 3.0)
+"""Student's / grader's total of the profile the graded kernel measured (of a model the case names). That profile
+was taken once, in the kernel, and measuring again cannot change it: a kernel that measured while another program
+shared its core is slower throughout, with its proportions kept (graded beside a second grading and four busy
+processes on 2 cores, at load averages of 4 to 5: the solution's MobileNetV2 profile stood 1.7x to 1.96x the
+grader's in total, every layer within 0.5x to 2x of the median ratio, Spearman 0.91; with :data:`BAND` it failed
+every time it was judged again). So its total, like the machine's numbers, needs only to be a measurement of this
+machine, and its layers may be in band once brought to the grader's scale; the profile the grader runs again on the
+CNN it draws is compared with :data:`BAND` (the two are measured one after the other, so the same moment's load
+weighs on both)."""
 MIN_SPEARMAN = 0.8
 """Smallest rank correlation accepted between the student's per-layer profile and the grader's."""
 MIN_LAYERS_IN_BAND = 0.75
-"""Share of the layers whose time must be within :data:`BAND` of the grader's."""
+"""Share of the layers whose time must be within :data:`BAND` of the grader's: in the profile the kernel measured,
+either as measured or once divided by the median ratio of the student's times to the grader's (the same scale)."""
 MIN_DRAWN_IN_BAND = 0.85
 """The same share on the CNN the grader draws (:func:`util.labs.lab11.machine.drawn_cnn`: 14 to 18 layers, none
 of them tiny, so a measurement has them all in band; a cost model fitted to a recording has some far off)."""
@@ -157,6 +170,13 @@ def _invalid(problems: list[str]) -> bool:
 
 def _strip(problems: list[str]) -> list[str]:
     return [p.removeprefix(_INVALID) for p in problems]
+
+
+def _band_text(band: tuple[float, float]) -> str:
+    """``"0.5x to 2x"``, ``"1/3x to 3x"``."""
+    low = f"1/{1 / band[0]:g}" if band[0] < 1 and math.isclose(1 / band[0], round(1 / band[0])) and band[0] != 0.5 \
+        else f"{band[0]:g}"
+    return f"{low}x to {band[1]:g}x"
 
 
 def _band_margin(ratio: float, band: tuple[float, float]) -> float:
@@ -335,7 +355,8 @@ def _profile(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
     if arrays["function"].dtype != np.uint8 or arrays["function"].ndim != 1:
         return [_INVALID + "the case saved no profile_layers for the grader to run again"], {}
     grader = judge_measure.profile(spec["model"], spec["shape"], spec["runs"], fresh=fresh)
-    problems, figures = _profile_problems(names.tolist(), seconds.tolist(), grader, "")
+    problems, figures = _profile_problems(names.tolist(), seconds.tolist(), grader, "", total_band=PROFILE_TOTAL_BAND,
+                                          either_scale=True)
     if _invalid(problems):
         return problems, figures
     reply, problem = _rerun("profile", {"seed": seed, "runs": int(spec["runs"])}, arrays["function"].tobytes(),
@@ -359,10 +380,13 @@ def _profile(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
 
 
 def _profile_problems(names: list, seconds: list, grader: dict[str, float], where: str,
-                      min_in_band: float = MIN_LAYERS_IN_BAND, min_shape: float = 0.0) -> tuple[list[str], dict[str, float]]:
+                      min_in_band: float = MIN_LAYERS_IN_BAND, min_shape: float = 0.0, *,
+                      total_band: tuple[float, float] = BAND, either_scale: bool = False) -> tuple[list[str], dict[str, float]]:
     """The student's profile ``names``/``seconds`` against the grader's ``{layer: seconds}``: the layers, the
-    rank correlation, the total, the share of layers within :data:`BAND` (at least ``min_in_band``) and the share
-    within :data:`BAND` of the median ratio (at least ``min_shape``); ``where`` starts each sentence."""
+    rank correlation, the total (within ``total_band``), the share of layers within :data:`BAND` (at least
+    ``min_in_band``) and the share within :data:`BAND` of the median ratio (at least ``min_shape``); with
+    ``either_scale``, ``min_in_band`` is met by either share (a profile measured while the core was shared is slower
+    throughout and keeps its proportions); ``where`` starts each sentence."""
     found = dict(zip(names, seconds))
     missing, extra = [n for n in grader if n not in found], [n for n in found if n not in grader]
     if missing or extra or len(found) != len(names):
@@ -377,19 +401,22 @@ def _profile_problems(names: list, seconds: list, grader: dict[str, float], wher
     within = float(np.mean((ratios >= BAND[0]) & (ratios <= BAND[1])))
     relative = ratios / float(np.median(ratios))
     shape = float(np.mean((relative >= BAND[0]) & (relative <= BAND[1])))
+    in_band = max(within, shape) if either_scale else within
     figures = {"spearman": rho, "total_ratio": total, "layers_in_band": within, "shape_in_band": shape,
-               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, BAND), within / min_in_band,
+               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, total_band), in_band / min_in_band,
                              shape / min_shape if min_shape else math.inf)}
     problems = []
     if rho < MIN_SPEARMAN:
         problems.append(f"{where}your per-layer times rank the layers unlike the grader's own profile (Spearman "
                         f"{rho:.3f}, at least {MIN_SPEARMAN:g} needed): warm up first and take each layer's best of the runs")
-    if not BAND[0] <= total <= BAND[1]:
-        problems.append(f"{where}your per-layer times add up to {total:.2f}x the grader's (within {BAND[0]:g}x to "
-                        f"{BAND[1]:g}x needed): report seconds, the best of the runs")
-    if within < min_in_band:
+    if not total_band[0] <= total <= total_band[1]:
+        problems.append(f"{where}your per-layer times add up to {total:.2f}x the grader's (within {_band_text(total_band)} "
+                        "needed): report seconds, the best of the runs")
+    if in_band < min_in_band:
         problems.append(f"{where}only {within:.0%} of your layer times are within {BAND[0]:g}x to {BAND[1]:g}x of the "
-                        f"grader's ({min_in_band:.0%} needed): measure each layer, do not predict it")
+                        + (f"grader's, and {shape:.0%} once brought to its scale (divided by their median ratio to the "
+                           "grader's)" if either_scale else "grader's")
+                        + f" ({min_in_band:.0%} needed): measure each layer, do not predict it")
     if shape < min_shape:
         problems.append(f"{where}only {shape:.0%} of your layer times keep the proportions of the grader's (within "
                         f"{BAND[0]:g}x to {BAND[1]:g}x of your times' median ratio to the grader's; {min_shape:.0%} "

@@ -276,9 +276,17 @@ RELEASES = (
             "why predicted and measured layer times disagree, and why batching helps some layers and "
             "never a depthwise convolution; their points came from the two tasks' exported answers.",
             marker="(written, 3 points of task 11.5, marked by hand)"),
+    Release(4, "2026-11-27", "The profiles your notebook measures of ResNet-18 and MobileNetV2 (task 11.5) pass with "
+            "their totals within 1/3x to 3x of the grader's (was 0.5x to 2x) and 75 % of the layers within 0.5x to 2x "
+            "of the grader's times either as measured or brought to the grader's scale: a notebook that measured "
+            "while another program shared its core is slower throughout and keeps its proportions, and it no longer "
+            "loses these points. Everything that passed before passes; the profile the grader runs again on a CNN it "
+            "draws is judged as before.",
+            marker="as measured or brought to the grader's scale"),
 )
-"""The lab's changelog (``Lab.releases``). Release 2 changed no case: the judge of the measured profile and achieved
-GFLOP/s also runs the student's functions again on models it draws (``judge.py``), for notebooks of either release."""
+"""The lab's changelog (``Lab.releases``). Releases 2 and 4 changed no case: the judge of the measured profile and
+achieved GFLOP/s also runs the student's functions again on models it draws (2), and judges the kernel's profile by
+its proportions and a wider total (4), for notebooks of every release (``judge.py``)."""
 
 
 WRITTEN = {
