@@ -1,11 +1,12 @@
 """Shared fixtures: grading a notebook is slow (seconds), so each is graded once per session.
 
-Under pytest-xdist (``-n 2``, the default in ``pyproject.toml``) every test that belongs to one lab
+Under pytest-xdist (``-n 3``, the default in ``pyproject.toml``) every test that belongs to one lab
 (a ``lab_name`` parameter, a ``[labN/...]`` id, a module ``tests/labs/test_labN_*`` or a test
 ``test_labN_*``) joins that
 lab's group (``--dist loadgroup``), so one worker grades each lab's solution once and reuses it;
 every other test stays with its module's group, so a module-scoped fixture (a hostile class graded
-once) runs on one worker only.
+once) runs on one worker only. ``tests/test_test_groups.py`` checks that the groups hold (with pytest 9.2
+they silently did not: ``requirements.txt`` pins the pytest they hold with).
 """
 from __future__ import annotations
 
