@@ -165,10 +165,12 @@ def test_arrays_under_other_names_are_refused_with_both_lists():
 
 
 def _zip(**members: bytes) -> bytes:
+    """A zip archive of ``members``, the same bytes whenever it is made (a fixed date, as ``np.savez`` writes): the
+    bytes name the tests they parametrize, and xdist's workers must collect the same names."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name, data in members.items():
-            archive.writestr(name, data)
+            archive.writestr(zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0)), data)
     return buffer.getvalue()
 
 
