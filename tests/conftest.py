@@ -22,7 +22,7 @@ from grader.core.limits import Limits
 from grader.core.results import SubmissionResult
 from grader.grade import resume
 from grader.grade.submission import grade_submission
-from util.labs import get_lab
+from util.labs import LABS, get_lab
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -79,18 +79,19 @@ def graded(tmp_path_factory):
     return grade
 
 
-_LAB = re.compile(r"(?<![\w])(lab\d+)(?![\d])")
+_LAB = re.compile(r"(?<![\w])(lab\d+)(?![\w])")
 
 
 def _lab_of(item: pytest.Item) -> str | None:
+    """The course lab ``item`` belongs to, if any: a name the tests give a lab of their own (``lab900``, a hostile
+    submission's folder) is no lab, and its test stays with its module (and the module's fixtures)."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    if isinstance(params.get("lab_name"), str):
-        return params["lab_name"]
     named = re.match(r"test_(lab\d+)_", Path(str(item.fspath)).name) or re.match(r"test_(lab\d+)_", item.name)
-    if named:
-        return named.group(1)
     found = _LAB.search(item.nodeid.partition("[")[2])
-    return found.group(1) if found else None
+    for name in (params.get("lab_name"), named and named.group(1), found and found.group(1)):
+        if isinstance(name, str) and name in LABS:
+            return name
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups (its worker plugin registers after this file)

@@ -1,8 +1,8 @@
 """The test run's xdist groups hold (``tests/conftest.py``): every test of one lab runs on one worker, and every
 other test on its module's, so a lab's solution is graded once per run and a module-scoped fixture (a hostile class
 graded once) is set up once. Nothing fails when they do not: pytest 9.2 with pytest-xdist 3.8 silently dropped the
-groups (pytest-xdist #1386: the group went into a node id field pytest 9.2 no longer reads), and every worker graded
-the same notebooks and classes again. ``requirements.txt`` pins a pytest whose ids xdist can still extend; this
+groups (xdist wrote the group into a node id field pytest 9.2 no longer reads; reported upstream), and every worker
+graded the same notebooks and classes again. ``requirements.txt`` pins a pytest whose ids xdist can still extend; this
 test runs the course's grouping hook in a small session of its own and fails the day the groups stop holding."""
 from __future__ import annotations
 
@@ -51,6 +51,10 @@ def test_in_a_lab_module(request, i):
 def test_plain(request, i):
     record(request)
 
+@pytest.mark.parametrize("folder", ["lab900", "lab7x"])  # a test's own lab, not one of the course's
+def test_hostile_folder(request, folder):
+    record(request)
+
 @pytest.mark.xdist_group("own")
 @pytest.mark.parametrize("i", range(6))
 def test_named(request, i):
@@ -63,13 +67,14 @@ def test_named(request, i):
                           env={**_env(), "GROUPS_LOG": str(log)})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(rows) == 30
+    assert len(rows) == 32
     workers: dict[str, set[str]] = defaultdict(set)
     for _, group, worker in rows:
         workers[group].add(worker)
     assert sorted(workers) == ["lab1", "lab2", "lab3", "own", "test_plain"], rows
     assert all(len(found) == 1 for found in workers.values()), dict(workers)
     assert {g for n, g, _ in rows if "test_named" in n} == {"own"}  # a group a test names itself is kept
+    assert {g for n, g, _ in rows if "test_hostile_folder" in n} == {"test_plain"}  # lab900 is no lab of the course
 
 
 def _env() -> dict[str, str]:

@@ -11,6 +11,7 @@ Judged through the grader's own judge process, as whoever runs the tests (root i
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import cloudpickle
@@ -154,8 +155,11 @@ def _assert_verdicts(found: dict[str, list[str]]) -> None:
     drawn = "run again by the grader on a CNN it drew for this grading, "
     assert found["honest achieved"] == [], found["honest achieved"]
     control = found["one sample (control)"]
-    assert any(p.startswith("achieved_gflops at batch 8 is 0.1") and "what the grader measured for layer4.1.conv1" in p
-               for p in control), control
+    # one sample's MACs at batch 8: 1/8 of the grader's GFLOP/s, times the noise of two measurements (0.08x seen),
+    # under the band's 1/3
+    ratios = [float(m.group(1)) for p in control
+              if (m := re.match(r"achieved_gflops at batch 8 is ([\d.]+)x what the grader measured for layer4\.1\.conv1", p))]
+    assert len(ratios) == 1 and ratios[0] < 1 / 3, control
     for model in ("resnet18_bnstats", "mobilenet_v2"):
         assert found[f"honest {model}"] == [], (model, found[f"honest {model}"])
         control, attack = found[f"prediction {model} (control)"], found[f"recording {model}"]
