@@ -101,15 +101,7 @@ def _python(code: str, *args: str) -> subprocess.Popen:
 
 def noise_study(pairs: int) -> None:
     """Spreads across processes and the worst verdict margins between unpinned and pinned processes."""
-    from util.labs.lab11.judge import (
-        BAND,
-        CONV_BAND,
-        MIN_LAYERS_IN_BAND,
-        MIN_SPEARMAN,
-        PROFILE_TOTAL_BAND,
-        _band_margin,
-        spearman,
-    )
+    from util.labs.lab11.judge import BAND, CONV_BAND, PROFILE_TOTAL_BAND, _band_margin, _profile_problems
 
     free, pinned = [], []
     for _ in range(pairs):
@@ -133,15 +125,11 @@ def noise_study(pairs: int) -> None:
     for model in ("resnet18_bnstats", "mobilenet_v2"):
         margins, rhos = [], []
         for a, b in pairs_:
-            names = list(b[model])
-            mine, theirs = [a[model][n] for n in names], [b[model][n] for n in names]
-            rho, total = spearman(mine, theirs), sum(mine) / sum(theirs)
-            ratios = sorted(m / t for m, t in zip(mine, theirs))
-            median = ratios[len(ratios) // 2] if len(ratios) % 2 else (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
-            within = max(sum(BAND[0] <= r <= BAND[1] for r in ratios),  # as measured, or brought to the same scale
-                         sum(BAND[0] <= r / median <= BAND[1] for r in ratios)) / len(names)
-            rhos.append(rho)
-            margins.append(min(rho / MIN_SPEARMAN, _band_margin(total, PROFILE_TOTAL_BAND), within / MIN_LAYERS_IN_BAND))
+            # the judge's own verdict on the kernel's profile (a) against the grader's (b)
+            _, figures = _profile_problems(list(a[model]), list(a[model].values()), b[model], "",
+                                           total_band=PROFILE_TOTAL_BAND, either_scale=True)
+            rhos.append(figures["spearman"])
+            margins.append(figures["margin"])
         print(f"  profile {model:16s} Spearman >= {min(rhos):.3f}; worst margin {min(margins):.2f}")
 
 

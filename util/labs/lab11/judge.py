@@ -173,9 +173,8 @@ def _strip(problems: list[str]) -> list[str]:
 
 
 def _band_text(band: tuple[float, float]) -> str:
-    """``"0.5x to 2x"``, ``"1/3x to 3x"``."""
-    low = f"1/{1 / band[0]:g}" if band[0] < 1 and math.isclose(1 / band[0], round(1 / band[0])) and band[0] != 0.5 \
-        else f"{band[0]:g}"
+    """``"0.5x to 2x"``, ``"1/3x to 3x"``: a lower bound below one half as the fraction it is."""
+    low = f"1/{round(1 / band[0])}" if band[0] < 0.5 and math.isclose(1 / band[0], round(1 / band[0])) else f"{band[0]:g}"
     return f"{low}x to {band[1]:g}x"
 
 
@@ -209,7 +208,7 @@ def _machine(spec, data, fresh) -> tuple[list[str], dict[str, float]]:
     if figures["margin"] >= 1:
         return [], figures
     return [f"{what}({size}) measured {value[0]:.3g} {unit}, {ratio:.2f}x what the grader measured on its own "
-            f"(best of {spec['runs']} on one CPU, one thread); it must be within 1/3x to {MACHINE_BAND[1]:g}x: "
+            f"(best of {spec['runs']} on one CPU, one thread); it must be within {_band_text(MACHINE_BAND)}: "
             f"count {'2 n^3 FLOPs' if spec['measure'] == 'peak' else 'the bytes read and written'}, convert to "
             f"{unit} (1e9), and time only through the timer you are given"], figures
 
