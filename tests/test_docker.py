@@ -16,6 +16,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from grader.author.markers import ANY
 from util.labs import grader_only_paths
@@ -163,6 +165,33 @@ def test_copy_globs_stay_in_one_folder_as_docker_does():
     assert regex.match("grader/cli.py") and not regex.match("grader/examples/lab1.py")
     assert image_files.glob_regex("**/outputs").match("labs/outputs")
     assert image_files.glob_regex("**/outputs").match("outputs")
+
+
+_NAMES = st.sampled_from(["a", "b", "build", "x.py", "y.onnx", ".venv", "keep"])
+_TREES = st.lists(st.lists(_NAMES, min_size=1, max_size=4), min_size=1, max_size=12)
+_PATTERNS = st.lists(st.sampled_from([".venv", "**/build", "a", "a/b", "**/*.onnx", "*/x.py", "b/**", "!a/keep",
+                                      "!**/build/x.py", "!keep", "a/*", "?"]), max_size=5)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trees=_TREES, patterns=_PATTERNS)
+@example(trees=[["a", "keep"], ["a", "x.py"]], patterns=["a", "!a/keep"])  # an ignored folder, a file let back
+@example(trees=[["b", "build", "x.py"], ["b", "build", "y.onnx"]], patterns=["**/build", "!**/build/x.py"])
+@example(trees=[[".venv", "a", "x.py"], ["keep"]], patterns=[".venv", "**/*.onnx"])
+def test_the_context_walk_sends_exactly_the_files_the_patterns_keep(tmp_path_factory, trees, patterns):
+    """The walk skips ignored folders (the repository's .venv alone holds tens of thousands of files) yet sends
+    exactly the files that matching every file against .dockerignore sends, with ``!`` lines or without them."""
+    root = tmp_path_factory.mktemp("context")
+    for parts in trees:
+        folder = root.joinpath(*parts[:-1])
+        if any(p.is_file() for p in [folder, *folder.parents] if root in p.parents):
+            continue  # a file already stands where this path needs a folder
+        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.joinpath(parts[-1]).is_dir():
+            folder.joinpath(parts[-1]).write_text("x")
+    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    expected = [rel for rel in every if not image_files.is_ignored(rel, patterns)]
+    assert image_files._context_files(root, patterns) == sorted(expected, key=lambda rel: rel.split("/"))
 
 
 # ---------------------------------------------------------------- how the images are made
