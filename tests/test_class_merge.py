@@ -50,6 +50,18 @@ def _snapshot(out):
     return {name: (out / name).read_text() for name in FILES}
 
 
+def _regraded(notebooks: list[Path]) -> list[Path]:
+    """Those regraded one at a time: every notebook whose name another lab's example shares (the folders a merge can
+    confuse), and the first of every lab; all 72 would take a minute (each run rewrites the whole class's files)."""
+    lab = lambda path: path.relative_to(EXAMPLES).parts[0]  # noqa: E731
+    stems = [path.stem for path in notebooks]
+    shared = [path for path, stem in zip(notebooks, stems) if stems.count(stem) > 1]
+    first = {lab(path): path for path in reversed(notebooks)}
+    chosen = [path for path in notebooks if path in shared or first[lab(path)] == path]
+    assert len(shared) >= 2 and {lab(path) for path in chosen} == set(LABS_WITH_EXAMPLES)
+    return chosen
+
+
 def test_the_example_class_regraded_one_at_a_time_ends_as_one_class_run(tmp_path, stand_in, capsys):
     out = tmp_path / "gradebook"
     assert _grade([EXAMPLES], out) == 0
@@ -59,7 +71,7 @@ def test_the_example_class_regraded_one_at_a_time_ends_as_one_class_run(tmp_path
     notebooks = find_submissions([EXAMPLES])
     assert len(notebooks) >= 15 and len(rows) == len({r["submission"] for r in rows}) == len(notebooks)
     assert {r["lab"] for r in rows} == set(LABS_WITH_EXAMPLES) >= {"lab1", "lab2", "lab3", "lab4"}
-    for notebook in reversed(notebooks):  # any order: each keeps the folder the class run gave it
+    for notebook in reversed(_regraded(notebooks)):  # any order: each keeps the folder the class run gave it
         assert _grade([notebook], out, force=True) == 0
     capsys.readouterr()
     assert _snapshot(out) == class_run
