@@ -55,7 +55,7 @@ def _regraded(notebooks: list[Path]) -> list[Path]:
     confuse), and the first of every lab; all 72 would take a minute (each run rewrites the whole class's files)."""
     lab = lambda path: path.relative_to(EXAMPLES).parts[0]  # noqa: E731
     stems = [path.stem for path in notebooks]
-    shared = [path for path, stem in zip(notebooks, stems) if stems.count(stem) > 1]
+    shared = {path for path, stem in zip(notebooks, stems) if stems.count(stem) > 1}
     first = {lab(path): path for path in reversed(notebooks)}
     chosen = [path for path in notebooks if path in shared or first[lab(path)] == path]
     assert len(shared) >= 2 and {lab(path) for path in chosen} == set(LABS_WITH_EXAMPLES)

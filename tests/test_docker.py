@@ -189,9 +189,9 @@ def test_the_context_walk_sends_exactly_the_files_the_patterns_keep(tmp_path_fac
         folder.mkdir(parents=True, exist_ok=True)
         if not folder.joinpath(parts[-1]).is_dir():
             folder.joinpath(parts[-1]).write_text("x")
-    every = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    expected = [rel for rel in every if not image_files.is_ignored(rel, patterns)]
-    assert image_files._context_files(root, patterns) == sorted(expected, key=lambda rel: rel.split("/"))
+    every = [p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()]
+    expected = sorted((rel for rel in every if not image_files.is_ignored(rel, patterns)), key=lambda rel: rel.split("/"))
+    assert image_files._context_files(root, patterns) == expected
 
 
 # ---------------------------------------------------------------- how the images are made
