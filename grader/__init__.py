@@ -19,7 +19,15 @@ Subpackages by what they do (as otter-grader groups by verb), importing each oth
 ``cli`` only parses arguments; ``selfcheck`` is the students' ``python -m grader check``. No module
 here names a lab: labs are plug-ins in ``util/labs/``.
 """
+import sys
 from pathlib import Path
+
+# nbformat validates notebooks with jsonschema, whose format checker imports ``rfc3987_syntax`` when it is
+# installed (jupyterlab's ``jsonschema[format-nongpl]`` brings it): that import compiles 39 Earley grammars, 1.3 s of
+# every grader command that reads a notebook (python-jsonschema/jsonschema#1428). No schema the grader validates
+# uses the two formats it checks (``iri``, ``iri-reference``); a None entry makes that optional import fail at once,
+# so jsonschema leaves those two formats unchecked, as it does wherever the package is not installed.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 REPO = Path(__file__).resolve().parent.parent
 """The course repository's root (the kernel imports this repository's ``util``)."""
