@@ -75,6 +75,7 @@ def hub(tmp_path_factory):
         if subprocess.run([DOCKER, "image", "inspect", image], capture_output=True).returncode != 0:
             test_images._unavailable(f"no image {image}: build it with docker/hub/hub.sh build")
     folder = tmp_path_factory.mktemp("hub")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)   # the screenshots and figures go there (a fresh checkout has none)
     roster = folder / "roster.csv"
     roster.write_text("student_id,name,email\nalice,Alice Archer,alice@example.edu\nbob,Bob Baker,bob@example.edu\n")
     port = _free_port()
@@ -91,7 +92,6 @@ def hub(tmp_path_factory):
                "start_s": time.monotonic() - started, "log": done.stderr}
     finally:
         logs = docker("logs", NAME, check=False)
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         (ARTIFACTS / "hub_jupyterhub.log").write_text(logs.stdout + logs.stderr)
         stop = subprocess.run([str(HUB_SH), "stop", "--purge"], env=env, capture_output=True, text=True, timeout=300)
         assert stop.returncode == 0, stop.stdout + stop.stderr
