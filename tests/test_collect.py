@@ -15,6 +15,7 @@ from nbformat.v4 import new_notebook
 from grader import REPO
 from grader.core.notebook import read
 from grader.grade.collect import find_submissions, output_names, refusal, resolve_lab
+from util.labs import LABS
 
 
 def _notebook(path: Path, metadata: object = None) -> Path:
@@ -110,9 +111,6 @@ def test_naming_a_lab4_folder_itself_is_one_submission(tmp_path):
 
 
 def test_a_link_to_the_solution_is_refused_under_the_students_name(tmp_path):
-    from grader import REPO
-    from util.labs import LABS
-
     solution = REPO / "solutions" / next(iter(LABS.values())).notebook
     os.symlink(solution, tmp_path / "lab1.ipynb")
     assert output_names(find_submissions([tmp_path])) == ["lab1"]
@@ -145,10 +143,12 @@ def test_grader_processes_validate_notebooks_without_compiling_the_iri_grammars(
     nb.cells[0]["execution_count"] = "one"
     bad.write_text(json.dumps(nb), encoding="utf-8")
     code = ("from grader.core.notebook import read; import sys, nbformat; from pathlib import Path\n"
-            "nbformat.validate(read(Path('labs/lab1_pytorch_analysis.ipynb')))\n"
+            "nbformat.validate(read(Path(sys.argv[2])))\n"
             "try:\n    nbformat.validate(read(Path(sys.argv[1])))\nexcept nbformat.ValidationError as exc:\n"
             "    print('refused:', str(exc).splitlines()[0])\n"
             "print('rfc3987_syntax:', sys.modules.get('rfc3987_syntax', 'never imported'))")
-    done = subprocess.run([sys.executable, "-c", code, str(bad)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    handout = REPO / "labs" / LABS["lab1"].notebook
+    done = subprocess.run([sys.executable, "-c", code, str(bad), str(handout)], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == ["refused: 'one' is not of type 'integer', 'null'", "rfc3987_syntax: None"]
