@@ -143,6 +143,24 @@ class Check:
     public input; false: it receives the exported answer."""
 
 
+SURFACES = {
+    "function": "the judge runs the student's pickled function again in a student process (attacked by code that "
+                "searches the frames and objects it can reach, when it is unpickled and when it is called, for the "
+                "grading secret or the case's spec)",
+    "ranks": "the function runs on several ranks the judge keeps apart (attacked by a rank that reads its peers "
+             "through /proc)",
+    "memory": "the judge bounds the memory the function may use (attacked by code that gives back what it does not "
+              "need, then holds more than the bound)",
+    "kernel": "the student's Triton kernels are run and counted (attacked by a kernel the interpreter runs and no GPU "
+              "compiler accepts)",
+    "calls": "the judge calls the function many times (attacked by a callable that keeps state between calls and "
+             "carries data in its pickle)",
+    "object": "the judge grades counts of an object the student's code built (attacked by an object whose methods "
+              "lie about it)",
+}
+"""What a task's judge may declare it handles (:attr:`Task.judged`), and how the attack kit attacks each."""
+
+
 @dataclass(frozen=True)
 class Task:
     """One graded task of a lab."""
@@ -189,6 +207,11 @@ class Task:
     """Public checks students may run themselves (:class:`Check`); never scored by the grader."""
     written: tuple[Written, ...] = ()
     """Questions answered in words and marked by hand (:class:`Written`), in notebook order."""
+    judged: tuple[str, ...] = ()
+    """What of the student's the grader-side judge (:attr:`grader_check`) handles, each one of :data:`SURFACES`:
+    the attack kit (``tests/test_attack_kit.py``) attacks every task by what it declares here, so a new lab is
+    attacked without anyone writing its attacks. A judge that runs student code again, serves it inputs or counts
+    something of an object it built must say so."""
 
     @property
     def auto_points(self) -> float:
@@ -210,6 +233,9 @@ class Task:
                              f"together, but the task states hidden_points={self.hidden_points:g}")
         if self.cases and (self.function is None or self.run_case is None):
             raise ValueError(f"task {self.id} has cases but no function/run_case to run them")
+        unknown = [name for name in self.judged if name not in SURFACES]
+        if unknown:
+            raise ValueError(f"task {self.id} declares judged={unknown}, not among {sorted(SURFACES)}")
         ids = [case.id for case in self.cases]
         if len(ids) != len(set(ids)):
             raise ValueError(f"task {self.id} has duplicate case ids: {ids}")
@@ -458,3 +484,8 @@ class Mistake:
     """``(old, new)`` pairs applied to code cells (and support files); each ``old`` must occur exactly once."""
     expected_failures: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     """Task id -> the checks that must fail (:data:`ANSWER` and/or case ids); every other check passes."""
+    variants: tuple[tuple[tuple[str, str], ...], ...] = ()
+    """The same mistake made in other ways the task allows (computed in float64, with another library call, in
+    another order), each a set of ``(old, new)`` replacements applied to the solution instead of
+    :attr:`replacements`: every case that names this mistake must catch it in each way, so the attack kit grades
+    every variant and expects exactly :attr:`expected_failures` (not generated as example submissions)."""

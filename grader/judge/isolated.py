@@ -35,6 +35,7 @@ from grader.execute.scratch import judge_env
 from grader.execute.watchdog import Watchdog
 from util import labs
 from util.data import WITHHELD
+from util.judging import secret
 from util.student_process import SERVICE_FD_ENV, Channel, ChannelError
 
 WORKER = Path(__file__).with_name("worker.py")
@@ -231,7 +232,8 @@ def _run_judge(cases: list[dict], first: int, results: list, files_dir: Path, *,
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_reader, args=(process.stdout, lines), daemon=True).start()
         try:
-            process.stdin.write(json.dumps({"cases": cases[first:]}) + "\n")
+            # the grading secret travels only here, on the judge's standard input (util.judging.secret)
+            process.stdin.write(json.dumps({"cases": cases[first:], "secret": secret.current().hex()}) + "\n")
             process.stdin.close()
         except OSError:
             pass
