@@ -54,10 +54,13 @@ def _blocked(path: Path) -> Path | None:
 
 
 def _as_user(command: list[str], needed: list[Path], env: dict[str, str], *, stdout=None,
-             stderr=None) -> subprocess.CompletedProcess:
+             stderr=None, input: str | None = None) -> subprocess.CompletedProcess:
     """Run ``command`` as :data:`USER`; as root, through a mount namespace that lets it reach ``needed``.
-    Its output is captured, or goes to the open files ``stdout`` and ``stderr`` when given."""
+    Its output is captured, or goes to the open files ``stdout`` and ``stderr`` when given; ``input`` is its
+    standard input."""
     streams = {"stdout": stdout, "stderr": stderr} if stdout is not None else {"capture_output": True}
+    if input is not None:
+        streams["input"] = input
     if os.geteuid() != 0:
         return subprocess.run(command, text=True, env=env, cwd=REPO, timeout=600, **streams)
     drop = ["setpriv", f"--reuid={USER}", f"--regid={USER}", "--clear-groups", "--inh-caps=-all", "--"]

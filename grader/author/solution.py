@@ -6,12 +6,15 @@ the set-up cells and the cells of the tasks asked for, with their solution regio
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from grader import REPO
 from grader.author.markers import remove_markers
 from grader.core.notebook import cell_tasks, headings, read
 
 
-def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()) -> dict:
+def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = (),
+                       edit: Callable[[str], str] | None = None) -> dict:
     """Run part of a lab's *solution* notebook in this process and return its namespace.
 
     Executes, in a fresh namespace, the code cells before the first task heading (imports,
@@ -25,7 +28,8 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
     they print is not shown. IPython magics are not supported (the course notebooks use none). Each cell's
     source is registered with ``linecache`` under the cell's name, as IPython registers a notebook's cells, so
     that what reads a function's source (``inspect.getsource``, Triton's interpreter) works on what it defines.
-    A task id the notebook has no heading for raises ``KeyError``.
+    A task id the notebook has no heading for raises ``KeyError``. ``edit`` rewrites each code cell's source
+    before it runs (the attack kit's hostile variants of the solution: ``tests/attack_kit.py``).
     """
     import contextlib
     import io
@@ -53,6 +57,7 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
                 for index, (cell, task) in enumerate(zip(nb.cells, cell_tasks(nb))):
                     if cell.cell_type == "code" and (task is None or task in wanted):
                         source = remove_markers(cell.source, f"{lab.notebook} cell {index}")
+                        source = edit(source) if edit is not None else source
                         filename = f"<{lab.notebook} cell {index}>"
                         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
                         exec(compile(source, filename, "exec"), namespace)

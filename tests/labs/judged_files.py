@@ -24,12 +24,15 @@ from util import labs
 from util.answers import OUTPUT_DIR_ENV
 from util.artifacts import case_stem, files_dir
 from util.hidden import with_files
+from util.judging import secret
 
 SCRIPT = """
 import json, sys
 from pathlib import Path
 from grader.judge.isolated import judge
 from util import labs
+from util.judging import secret
+secret.install(bytes.fromhex(sys.stdin.readline().strip()))  # the test's grading secret, as the grader's own
 jobs = json.loads(Path(sys.argv[1]).read_text())
 found = judge(jobs, Path(sys.argv[2]), timeout=int(sys.argv[4]), reveal=tuple(labs.judge_paths(labs.get_lab(sys.argv[3]))))
 print(json.dumps([problems for problems in found]))
@@ -92,7 +95,8 @@ def judge_files(lab_name: str, saved: Mapping[str, tuple], folder: Path, *,
         os.chmod(folder / "jobs.json", 0o644)
         env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO), "HOME": str(folder), "LANG": "C.UTF-8"}
         done = _as_user([sys.executable, "-c", SCRIPT, str(folder / "jobs.json"), str(files), lab_name, str(timeout)],
-                        [Path(sys.executable).resolve().parent.parent, Path(sys.prefix), REPO, folder], env)
+                        [Path(sys.executable).resolve().parent.parent, Path(sys.prefix), REPO, folder], env,
+                        input=secret.current().hex() + "\n")
         assert done.returncode == 0, done.stderr[-3000:]
         assert USER != os.geteuid()
         found = json.loads(done.stdout.strip().splitlines()[-1])

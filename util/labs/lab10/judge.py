@@ -382,9 +382,36 @@ def _replayer(pickled: bytes):
     return _REPLAYER[key][0], False
 
 
-REPLAY_SEED = 1_005_000
-"""Added to a case's seed: the model and prompt of the grader's replay of 10.5 (never shown to a notebook)."""
 REPLAY = "replayed by the grader on a model and prompt of its own, "
+REPLAY_MARGIN = 2e-3
+"""Least gap between a replay's chosen and second logit at every step: about 60 times the largest difference
+between a cached and an uncached float32 decoding measured (3.4e-5), so every correct ``generate`` picks the
+judge's tokens."""
+REPLAY_VARIETY = 0.6
+"""Least share of distinct tokens in each row of a replay's decoding: a decoding that repeats itself would hide
+a cache that forgets positions."""
+REPLAY_DRAWS = 16
+"""Models and prompts drawn (from the grading secret) before one with :data:`REPLAY_MARGIN` at every step is kept."""
+
+
+def replay_setting(spec: Mapping[str, Any], cfg):
+    """``(model, prompt, tokens)`` of the grader's replay of a 10.5 case: the first of :data:`REPLAY_DRAWS` seeds
+    drawn from the grading secret (:mod:`util.judging.secret`: no notebook can know the replay's model or prompt)
+    whose greedy decoding wins every step by :data:`REPLAY_MARGIN` with :data:`REPLAY_VARIETY` distinct tokens,
+    and that decoding's tokens."""
+    from util.judging import secret
+    from util.labs.lab10 import judge_measure as measure
+    from util.labs.lab10.gpt import prompt_ids, seeded_gpt
+
+    for draw in range(REPLAY_DRAWS):
+        seed = secret.seed("lab10", "10.5 replay", json.dumps(dict(spec), sort_keys=True), draw, bits=31)
+        model = seeded_gpt(cfg, seed)
+        prompt = prompt_ids(cfg, spec["prompt"], seed, spec["batch"])
+        expected, gaps = measure.greedy_uncached(model, prompt, spec["new"])
+        if float(gaps.min()) >= REPLAY_MARGIN and min(len(set(row)) for row in expected.tolist()) >= \
+                REPLAY_VARIETY * spec["new"]:
+            break
+    return model, prompt, expected
 
 
 def _replay_problems(spec: Mapping[str, Any], cfg, pickled: bytes) -> list[str]:
@@ -394,14 +421,10 @@ def _replay_problems(spec: Mapping[str, Any], cfg, pickled: bytes) -> list[str]:
     import torch
 
     from util.labs.lab10 import judge_measure as measure
-    from util.labs.lab10.gpt import prompt_ids, seeded_gpt
     from util.student_process import ChannelError
 
     batch, prompt_length, new = spec["batch"], spec["prompt"], spec["new"]
-    seed = int(spec["seed"]) + REPLAY_SEED
-    model = seeded_gpt(cfg, seed)
-    prompt = prompt_ids(cfg, prompt_length, seed, batch)
-    expected, _ = measure.greedy_uncached(model, prompt, new)
+    model, prompt, expected = replay_setting(spec, cfg)
     request = {"decode": {"config": dict(spec["config"]), "prompt": prompt.tolist(), "new": new}}
     for attempt in range(2):
         served = _Served(model, cfg, budget=64 * batch * (prompt_length + new) * (len(model.blocks) * 6 + 3))

@@ -234,7 +234,7 @@ LAB = Lab(
             answer="{'tokens', 'distinct', 'cache_shape', 'cache_bytes', 'macs_cached', 'macs_uncached'} of 48 "
                    "tokens after the 8-token prompt",
             keys=("tokens", "distinct", "cache_shape", "cache_bytes", "macs_cached", "macs_uncached"),
-            function="generate", run_case=_decode, grader_check=f"{JUDGE}:check_decoding", checks=CHECKS["10.5"],
+            function="generate", run_case=_decode, grader_check=f"{JUDGE}:check_decoding", judged=("function",), checks=CHECKS["10.5"],
             hidden_points=20,
         ),
         Task(

@@ -224,7 +224,7 @@ LAB = Lab(
             id="15.6", title="Greedy speculative decoding", answer_points=1, written=WRITTEN["15.6"],
             answer="{'tokens', 'target_calls', 'accepted', 'calls_by_sigma'} of the notebook's runs",
             keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
-            function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative",
+            function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative", judged=("function",),
             checks=CHECKS["15.6"],
             hidden_points=16,
         ),

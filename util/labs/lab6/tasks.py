@@ -132,7 +132,7 @@ LAB = Lab(
             answer="{'random': who_is_wrong(ln_linear, random feeds), 'bad': {'unopt_wrong', 'opt_wrong', "
                    "'optimisation_to_blame'} at the stated ill-conditioned input}",
             keys=("random", "bad"), tolerance=LOG10,
-            function="search_input", run_case=_search, grader_check=f"{JUDGE}:check_search", checks=PUBLIC["6.3"],
+            function="search_input", run_case=_search, grader_check=f"{JUDGE}:check_search", judged=("function",), checks=PUBLIC["6.3"],
             hidden_points=15,
         ),
         Task(

@@ -176,14 +176,14 @@ LAB = Lab(
             answer="execution_report(run) of the MLP at batch 1000: {'y_first_row', 'tensors_in_place', "
                    "'peak_within_bound'}",
             keys=("y_first_row", "tensors_in_place", "peak_within_bound"), tolerance=OUTPUTS,
-            function="execute", run_case=_execute, grader_check=f"{JUDGE}:check_execution", checks=CHECKS["8.3"],
+            function="execute", run_case=_execute, grader_check=f"{JUDGE}:check_execution", judged=("function", "memory"), checks=CHECKS["8.3"],
             hidden_points=15,
         ),
         Task(
             id="8.4", title="Fast matmul kernel", answer_points=2, written=WRITTEN["8.4"],
             answer="kernel_report(mm_fast): {'hand_example': 2x2 list, 'odd_sizes_correct': {size: bool}}",
             keys=("hand_example", "odd_sizes_correct"), tolerance=KERNEL,
-            function="build_fast_kernel", run_case=_kernel, grader_check=f"{JUDGE}:check_kernel",
+            function="build_fast_kernel", run_case=_kernel, grader_check=f"{JUDGE}:check_kernel", judged=("function",),
             checks=CHECKS["8.4"],
             hidden_points=20,
         ),
@@ -192,7 +192,7 @@ LAB = Lab(
             answer="end_to_end_report(...) of the MLP at batch 1000: {'gemms_transposed', 'transB_left', "
                    "'y_first_row'}",
             keys=("gemms_transposed", "transB_left", "y_first_row"), tolerance=OUTPUTS,
-            function="run_with_kernel", run_case=_end_to_end, grader_check=f"{JUDGE}:check_end_to_end",
+            function="run_with_kernel", run_case=_end_to_end, grader_check=f"{JUDGE}:check_end_to_end", judged=("function",),
             checks=CHECKS["8.5"],
             hidden_points=6,
         ),

@@ -1,0 +1,173 @@
+"""The attack kit against every lab's judges, driven by the labs' declarations (``Task.judged``, ``Mistake.variants``).
+
+For every task whose judge declares what it handles, the solution's function and the kit's hostile versions of it
+(``tests/attack_kit.py``) are run through a graded case's path (the task's ``run_case``, the grader's judge
+process, the references), as whoever runs the tests (root in CI) and as an unprivileged grader: the honest control
+must pass, every detector must pass too (it raises when it reaches what it must not), every exploit must fail. A
+mistake's variants (the same mistake in float64, another order, another library call) must fail exactly the cases
+the mistake names. A lab whose judge fails the kit does not pass CI.
+
+The default run attacks :data:`REPRESENTATIVE` (one case of each task, each surface, both users); ``-m slow``
+attacks every lab. The declarations themselves are checked on every run: a judge that starts a student process
+for a case must declare ``"function"``.
+"""
+from __future__ import annotations
+
+import attack_kit
+import pytest
+
+from grader.author.build import mistakes
+from grader.author.solution import solution_namespace
+from grader.execute import confinement
+from util.contract import SURFACES
+from util.judging import secret
+from util.labs import LABS, get_lab
+
+REPRESENTATIVE = ("lab10",)
+"""Attacked on every run (the rest under ``-m slow``): a lab whose judges run student code on ranks."""
+pytestmark = pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
+attack_kit.register()
+
+
+def _judged_tasks():
+    for lab in LABS.values():
+        for task in lab.tasks:
+            if task.judged and task.cases:
+                yield lab, task
+
+
+def _attacks(task) -> list[str]:
+    """The kit's attacks on ``task``: its detectors and exploits, by what it declares."""
+    found = ["honest"]
+    for surface in task.judged:
+        found += {"calls": ["calls", "calls_payload"]}.get(surface, [surface])
+    return found
+
+
+def _params():
+    for lab, task in _judged_tasks():
+        marks = [] if lab.name in REPRESENTATIVE else [pytest.mark.slow]
+        for attack in _attacks(task):
+            for as_user in (False, True):
+                yield pytest.param(lab.name, task.id, attack, as_user, marks=marks,
+                                   id=f"{lab.name}-{task.id}-{attack}-{'user' if as_user else 'root'}")
+
+
+_namespaces: dict = {}
+
+
+def _namespace(lab_name: str, edit=None, key: object = None) -> dict:
+    """The solution's namespace with every task's cells run (a task may use an earlier one's helpers), once
+    per lab and edit."""
+    if (lab_name, key) not in _namespaces:
+        tasks = tuple(task.id for task in get_lab(lab_name).tasks)
+        _namespaces[(lab_name, key)] = solution_namespace(lab_name, tasks, edit=edit)
+    return _namespaces[(lab_name, key)]
+
+
+def _solution(lab_name: str, task_id: str, kernels_with_lists: bool = False):
+    namespace = (_namespace(lab_name, attack_kit.with_lists, "lists") if kernels_with_lists
+                 else _namespace(lab_name))
+    return namespace[get_lab(lab_name).task(task_id).function]
+
+
+def _hostile(lab_name: str, task_id: str, attack: str, spec):
+    honest = _solution(lab_name, task_id)
+    if attack == "honest":
+        return honest
+    if attack == "function":
+        return attack_kit.sniffing(honest, attack_kit.targets(spec, secret.current()))
+    if attack == "ranks":
+        return attack_kit.peeking(honest)
+    if attack == "object":
+        return attack_kit.lying(honest)
+    if attack == "calls":
+        return attack_kit.stateful(honest)
+    if attack == "calls_payload":
+        return attack_kit.stateful(honest, attack_kit.PAYLOAD_BYTES)
+    if attack == "memory":
+        return attack_kit.hogging(honest)
+    if attack == "kernel":
+        return _solution(lab_name, task_id, kernels_with_lists=True)
+    raise AssertionError(attack)
+
+
+@pytest.mark.parametrize(("lab_name", "task_id", "attack", "as_user"), list(_params()))
+def test_the_kit_against_a_judge(lab_name, task_id, attack, as_user, tmp_path, monkeypatch):
+    """The honest control and every detector keep the case; every exploit loses it."""
+    from grader.execute import student_process
+
+    task = get_lab(lab_name).task(task_id)
+    case = task.cases[0]
+    started: list[str] = []
+    real = student_process.start
+
+    def counting(*args, **kwargs):
+        started.append(args[1] if len(args) > 1 else kwargs.get("harness", "?"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(student_process, "start", counting)
+    function = _hostile(lab_name, task_id, attack, case.spec)
+    problems = attack_kit.verdict(lab_name, task_id, case.id, function, tmp_path, as_user=as_user)
+    if attack in attack_kit.EXPLOITS:
+        assert problems, f"{task_id}'s case {case.id} passed the kit's {attack} exploit: its judge can be beaten"
+    else:
+        assert problems == [], f"{task_id}'s case {case.id} under the kit's {attack} attack: {problems}"
+    if attack == "honest" and not as_user and started:
+        assert "function" in task.judged, (f"{task_id}'s judge started a student process ({started[0]}) but the task "
+                                           "does not declare judged=('function', ...): the kit cannot attack it")
+
+
+def _variants():
+    for lab in LABS.values():
+        for mistake in mistakes(lab):
+            for index in range(len(mistake.variants)):
+                marks = [] if lab.name in REPRESENTATIVE else [pytest.mark.slow]
+                yield pytest.param(lab.name, mistake.name, index, marks=marks, id=f"{lab.name}-{mistake.name}-{index}")
+
+
+@pytest.mark.parametrize(("lab_name", "mistake_name", "index"), list(_variants()))
+def test_every_variant_of_a_mistake_is_caught(lab_name, mistake_name, index, tmp_path):
+    """A mistake made another allowed way fails exactly the cases the mistake names (and passes the others)."""
+    lab = get_lab(lab_name)
+    mistake = next(m for m in mistakes(lab) if m.name == mistake_name)
+    namespace = _namespace(lab_name, attack_kit.applying(mistake.variants[index]), (mistake_name, index))
+    for task_id, expected in mistake.expected_failures.items():
+        task = lab.task(task_id)
+        for case in task.cases:
+            problems = attack_kit.verdict(lab_name, task_id, case.id, namespace[task.function], tmp_path / case.id)
+            if case.id in expected:
+                assert problems, f"{mistake_name} variant {index} passed {task_id}'s case {case.id}, which names it"
+            else:
+                assert problems == [], f"{mistake_name} variant {index} failed {task_id}'s case {case.id}: {problems}"
+
+
+def test_the_declarations_name_known_surfaces():
+    """Every surface a task declares is one the kit attacks, and the kit attacks every surface it knows."""
+    declared = {surface for _, task in _judged_tasks() for surface in task.judged}
+    assert declared <= set(SURFACES)
+    handled = {"function", "ranks", "object", "calls", "memory", "kernel"}
+    assert handled == set(SURFACES), "a surface the contract names has no attack in the kit"
+
+
+def test_the_detectors_detect(tmp_path, monkeypatch):
+    """The detectors are not blind: armed in this process (which holds the secret and a spec), they raise."""
+    monkeypatch.setenv(attack_kit.STUDENT_ENV, "0")
+    spec = {"seed": 12345, "n": 77, "label": "kit"}
+    held = {"spec": dict(spec), "secret": secret.current()}
+    sniffer = attack_kit.sniffing(lambda: 1, attack_kit.targets(spec, secret.current()))
+    with pytest.raises(RuntimeError, match=attack_kit.FOUND):
+        sniffer()
+    del held
+    import cloudpickle
+
+    with pytest.raises(RuntimeError, match=attack_kit.FOUND):
+        cloudpickle.loads(cloudpickle.dumps(attack_kit.sniffing(lambda: 1, attack_kit.targets({}, secret.current()))))
+    import torch
+
+    lied = attack_kit.lying(lambda: torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.Linear(3, 2)))()
+    assert len(list(lied.parameters())) < 4                     # the instance's own listing lies (4 tensors)
+    assert len(list(torch.nn.Module.parameters(lied))) < 4      # and so does the class's, which calls it
+    assert sum(t.numel() for m in lied._modules.values() for t in m._parameters.values()) == 6 + 3 + 6 + 2
+    edited = attack_kit.with_lists("@triton.jit\ndef k(x):\n    y = x\n    return y\n")
+    assert "kit_held = [0]" in edited and edited.index("kit_held") > edited.index("def k")
