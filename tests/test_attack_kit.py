@@ -13,6 +13,8 @@ for a case must declare ``"function"``.
 """
 from __future__ import annotations
 
+import contextlib
+
 import attack_kit
 import pytest
 
@@ -61,7 +63,8 @@ def _namespace(lab_name: str, edit=None, key: object = None) -> dict:
     per lab and edit."""
     if (lab_name, key) not in _namespaces:
         tasks = tuple(task.id for task in get_lab(lab_name).tasks)
-        _namespaces[(lab_name, key)] = solution_namespace(lab_name, tasks, edit=edit)
+        with contextlib.chdir(attack_kit.notebook_folder(lab_name)):
+            _namespaces[(lab_name, key)] = solution_namespace(lab_name, tasks, edit=edit)
     return _namespaces[(lab_name, key)]
 
 
