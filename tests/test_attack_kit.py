@@ -114,6 +114,8 @@ def test_the_kit_against_a_judge(lab_name, task_id, attack, as_user, tmp_path, m
     problems = attack_kit.verdict(lab_name, task_id, case.id, function, tmp_path, as_user=as_user)
     if attack in attack_kit.EXPLOITS:
         assert problems, f"{task_id}'s case {case.id} passed the kit's {attack} exploit: its judge can be beaten"
+    elif attack != "honest" and "memory" in task.judged:  # a detector's own search counts against a memory bound
+        assert not [p for p in problems if attack_kit.FOUND in p], f"{task_id}'s case {case.id}: {problems}"
     else:
         assert problems == [], f"{task_id}'s case {case.id} under the kit's {attack} attack: {problems}"
     if attack == "honest" and not as_user and started:
