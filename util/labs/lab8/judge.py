@@ -74,10 +74,9 @@ def rerun_problems(spec: Mapping[str, Any], pickled: bytes, tolerance: Tolerance
     set-up left, which keeps what it allocated so that its peak is what it holds."""
     import math
 
+    from util.judging import secret
     from util.labs.lab8.plans import course_plan
     from util.student_process import ChannelError, StudentProcess
-
-    from util.judging import secret
 
     # inputs of the grader's own draw, and only what the run needs: the case's spec never reaches student code
     setting = {"graph": spec["graph"], "inputs": spec["inputs"],
