@@ -7,8 +7,8 @@ must pass, every detector must pass too (it raises when it reaches what it must 
 mistake's variants (the same mistake in float64, another order, another library call) must fail exactly the cases
 the mistake names. A lab whose judge fails the kit does not pass CI.
 
-The default run attacks :data:`REPRESENTATIVE` (one case of each task, each surface, both users); ``-m slow``
-attacks every lab. The declarations themselves are checked on every run: a judge that starts a student process
+The default run attacks :data:`REPRESENTATIVE` whole and, for every surface, the first task of the course that
+declares it (one case each, both users); ``-m slow`` attacks every lab. The declarations themselves are checked on every run: a judge that starts a student process
 for a case must declare ``"function"``.
 """
 from __future__ import annotations
@@ -25,8 +25,9 @@ from util.contract import SURFACES
 from util.judging import secret
 from util.labs import LABS, get_lab
 
-REPRESENTATIVE = ("lab10",)
-"""Attacked on every run (the rest under ``-m slow``): a lab whose judges run student code on ranks."""
+REPRESENTATIVE = ("lab13",)
+"""Attacked whole on every run (besides the first task of each surface; the rest under ``-m slow``): a lab whose
+judges run student code on ranks."""
 pytestmark = pytest.mark.skipif(not confinement.available(), reason="bubblewrap is not usable here; .ci/run installs it")
 attack_kit.register()
 
@@ -46,10 +47,23 @@ def _attacks(task) -> list[str]:
     return found
 
 
-def _params():
+def _every_run() -> set[tuple[str, str, str]]:
+    """What the default run attacks: every task of :data:`REPRESENTATIVE`, and for each surface the first task of
+    the course that declares it (with its honest control), so every attack runs on every CI run."""
+    chosen, covered = set(), set()
     for lab, task in _judged_tasks():
-        marks = [] if lab.name in REPRESENTATIVE else [pytest.mark.slow]
         for attack in _attacks(task):
+            if lab.name in REPRESENTATIVE or (attack != "honest" and attack not in covered):
+                chosen |= {(lab.name, task.id, attack), (lab.name, task.id, "honest")}
+                covered.add(attack)
+    return chosen
+
+
+def _params():
+    every = _every_run()
+    for lab, task in _judged_tasks():
+        for attack in _attacks(task):
+            marks = [] if (lab.name, task.id, attack) in every else [pytest.mark.slow]
             for as_user in (False, True):
                 yield pytest.param(lab.name, task.id, attack, as_user, marks=marks,
                                    id=f"{lab.name}-{task.id}-{attack}-{'user' if as_user else 'root'}")
