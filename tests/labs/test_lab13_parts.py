@@ -165,13 +165,16 @@ def test_a_rank_behind_the_walls_reaches_the_others_only_through_the_group(tmp_p
         os.kill(os.getpid(), 0)  # itself: allowed
         total = torch.tensor([float(rank + 1)])
         dist.all_reduce(total)
-        return {"tried": tried, "read": done, "total": total}
+        filtered = [("Seccomp:\t2" in open(f"/proc/self/task/{tid}/status").read())
+                    for tid in os.listdir("/proc/self/task")]
+        return {"tried": tried, "read": done, "total": total, "filtered": filtered}
 
     run = run_ranks(attempt, 2)
     assert run.walls
     for result in run.results:
         assert result["read"] == ["course data"] and result["total"].tolist() == [3.0]
         assert set(result["tried"].values()) == {1}, result["tried"]  # EPERM, every one
+        assert len(result["filtered"]) > 1 and all(result["filtered"])  # gloo's threads are behind the filter too
     assert not os.path.exists(target) and readable.read_text() == "course data"
 
 

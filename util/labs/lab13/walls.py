@@ -21,8 +21,9 @@ with ``EPERM`` ("Operation not permitted"):
   (``fadvise64``, ``readahead``).
 
 Reading files (imports), computing, printing (the launcher captures it) and everything ``torch.distributed``
-does over the group's existing connections (gloo's threads start when the group does, before the walls) keep
-working; a rank's function cannot start threads of its own. ``clone3`` answers "not implemented", so the C
+does over the group's existing connections keep working: gloo's threads start when the group does, before
+the walls, and the filter is installed on every thread the rank has then (``SECCOMP_FILTER_FLAG_TSYNC``), so
+they are behind it too; a rank's function cannot start threads of its own. ``clone3`` answers "not implemented", so the C
 library falls back on ``clone``, which is refused. The filter is built for Linux on x86-64 and arm64; elsewhere
 :func:`install` returns ``False`` and the launcher says the walls are missing.
 
@@ -99,6 +100,9 @@ _AARCH64 = dict(  # the generic table (asm-generic/unistd.h): no open, pipe, for
     mincore=232, preadv2=286, pwritev2=287, cachestat=451,
 )
 ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+SECCOMP = {"x86_64": 317, "aarch64": 277}
+"""``seccomp``'s own number: the filter is installed with ``SECCOMP_FILTER_FLAG_TSYNC``, on every thread the rank
+has (gloo's, started when the group did), not only the one that asks."""
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -159,6 +163,8 @@ def install() -> bool:
     buffer = ctypes.create_string_buffer(filter_, len(filter_))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "could not set no_new_privs for a rank")
-    if libc.prctl(22, 2, ctypes.byref(Program(len(filter_) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "could not install a rank's seccomp filter")
+    prog = Program(len(filter_) // 8, ctypes.addressof(buffer))
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog): every thread of the rank, gloo's too
+    if libc.syscall(SECCOMP[platform.machine()], 1, 1, ctypes.byref(prog)) != 0:
+        raise OSError(ctypes.get_errno(), "could not install a rank's seccomp filter on all its threads")
     return True
