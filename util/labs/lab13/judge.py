@@ -26,7 +26,8 @@ share one run. 13.7's saved schedule is replayed here by the course's replay and
 schedule's makespan and activations. A run whose ranks were not kept apart or not walled (a machine without
 Landlock or seccomp) is not judged: its cases fail with a message for the instructor.
 
-What stays the student's: what crossed the wire is counted, not read (the payload is the ranks' own), so an
+What stays the student's: what crossed the wire is counted, not read (gloo connects the ranks directly; reading
+the payload would need the launcher to relay every connection, a few milliseconds a run at these sizes), so an
 algorithm that moves exactly the stated bytes between the same ranks with other tensors would pass the bytes
 case (it would have to be as good as the ring, and its results are judged apart); and ranks share a machine,
 so timing (who waits for the CPU, caches) is a channel no wall closes.
