@@ -200,6 +200,19 @@ def test_the_wire_counts_tensors_and_glooss_framing_the_same_every_time():
     assert first.messages[1] == [{"op": "recv", "peer": 0, "bytes": 1000}, {"op": "isend", "peer": 2, "bytes": 28}]
 
 
+def test_pairing_leaves_out_a_stray_connection_and_refuses_a_group_with_a_pair_missing():
+    from util.labs.lab13.wire import pair_ranks
+
+    ends = {0: [("a:1", "b:1"), ("a:2", "c:1")], 1: [("b:1", "a:1"), ("b:2", "c:2"), ("b:3", "x:9")],
+            2: [("c:1", "a:2"), ("c:2", "b:2")]}
+    assert pair_ranks(ends) == {(0, 0): 1, (0, 1): 2, (1, 0): 0, (1, 1): 2, (2, 0): 0, (2, 1): 1}  # b:3 left out
+    with pytest.raises(ValueError, match="rank 0 holds no connection to rank 2"):
+        pair_ranks({0: [("a:1", "b:1")], 1: [("b:1", "a:1"), ("b:2", "c:2")], 2: [("c:2", "b:2")]})
+    with pytest.raises(ValueError, match="to itself"):
+        pair_ranks({0: [("a:1", "a:2"), ("a:2", "a:1")], 1: []})
+    assert pair_ranks({0: [], 1: []}) == {}
+
+
 def test_where_the_kernel_cannot_count_a_run_says_so(monkeypatch):
     """macOS has neither ``/proc/self/fd`` nor ``TCP_INFO``: a student's run there reports no wire counts (the
     grader, on Linux, always counts them)."""

@@ -326,7 +326,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any] | None, *, ti
                 Channel._close_fds(fds)
                 raise RankError(rank, str(header["raised"]), outputs)
             meter.add(rank, [socket.socket(fileno=fd) for fd in fds])
-        before = meter.matrix()
+        before, strays = meter.matrix(), meter.stray_bytes()
         for rank, channel in enumerate(channels):
             header, data = feed(rank) if feed is not None else ({}, b"")
             channel.send({"go": header}, data=data)
@@ -352,6 +352,10 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any] | None, *, ti
             first = min(failed)
             raise RankError(first, failed[first], outputs)
         run.wire = difference(_settled(meter), before) if wire.available() else []
+        for rank, count in meter.stray_bytes().items():
+            if count != strays.get(rank, 0):
+                raise RankError(rank, f"{count - strays.get(rank, 0):,} bytes crossed a connection of this rank that "
+                                "no other rank holds: outside the process group, where nothing is counted", outputs)
         return run
     finally:
         for pid in pids:
