@@ -269,3 +269,24 @@ def test_a_rank_receives_only_its_own_call_s_values():
                         assert set(shared) <= {"ring_all_reduce": set(), "ddp_gradients": {f"p{i}" for i in range(8)},
                                                "sharded_adam_step": {"params", "grads"},
                                                "tp_mlp": {"x", "b2", "grad_y"}}[name], (task.id, shared)
+
+
+def test_a_function_carrying_data_is_refused_before_any_rank_starts():
+    """The pickle is bounded (``rank_harness.MAX_FUNCTION``) before it reaches a student process; the solution's
+    fit with room to spare."""
+    import io
+
+    import cloudpickle
+
+    from util.contract import Tolerance
+    from util.labs.lab13.rank_harness import MAX_FUNCTION
+
+    namespace: dict = {}
+    exec("TABLE = bytes(300_000)\ndef carrying(x, rank, world):\n    return x + len(TABLE)\n", namespace)
+    buffer = io.BytesIO()
+    np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(namespace["carrying"]), dtype=np.uint8))
+    [problem] = judge.check_ring(_spec("13.1", RING3, "result"), buffer.getvalue(), Tolerance())
+    assert f"over the {MAX_FUNCTION:,} bytes its code may take" in problem, problem
+    solution = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6"))
+    for name in ("ring_all_reduce", "ddp_gradients", "sharded_adam_step", "tp_mlp"):
+        assert len(cloudpickle.dumps(solution[name])) < MAX_FUNCTION // 16, name

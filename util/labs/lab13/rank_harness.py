@@ -26,9 +26,9 @@ from util.student_process import Channel, ChannelError
 
 MAX_TIMEOUT = 60.0
 """Longest a run may ask its ranks to wait (seconds)."""
-MAX_FUNCTION = 1 << 20
-"""Largest pickled function a rank loads: the course's solutions pickle to 30-60 KiB with the helpers they call
-(by value); a megabyte is code, not a data set."""
+MAX_FUNCTION = 256 << 10
+"""Largest pickled function a rank loads: the course's solutions pickle to 1.9-3.8 KB with the helpers they call
+(by value, measured); 256 KiB leaves room for many more helpers and small tables, not for a data set."""
 
 
 def _loader(name: str, pickled: bytes):

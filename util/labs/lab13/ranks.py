@@ -427,8 +427,9 @@ def run_ranks(fn: Callable[[int, int], Any], world: int, *, timeout: float = 60.
 
     Each rank first uses one torch thread, joins a gloo process group (``torch.distributed``, over the loopback
     interface, every collective limited to ``timeout`` seconds), logs its ``torch.distributed`` calls, captures
-    what it prints, and goes behind the walls: from then on it cannot write files, create sockets or pipes, or
-    start or signal other processes, so the group is its only way to the other ranks. Then it calls ``fn``.
+    what it prints, and goes behind the walls: from then on it cannot write files, create sockets or pipes,
+    start threads or processes, signal other processes or read their ``/proc`` entries, so the group is its only
+    way to the other ranks. Then it calls ``fn``.
 
     ``run.results[rank]`` is what rank ``rank`` returned (tensors as numpy arrays, tuples as lists);
     ``run.messages[rank]`` its ``torch.distributed`` calls (``{"op", "peer", "bytes"}``), ``run.sent_bytes(rank)``
