@@ -42,10 +42,13 @@ class Part:
     name: str
     url: str
     http: bool
-    """True: an HTTP answer (any status below 500) is needed; False: a connection is enough."""
+    """True: an HTTP answer is needed (see :attr:`exact`); False: a connection is enough."""
     log: re.Pattern
     """The hub's log lines about this part."""
     advice: str
+    exact: bool = False
+    """With :attr:`http`: only 200 will do (JupyterHub's ``/hub/api``, not another server's 404); else any status
+    below 500 (the hand-in receiver refuses a request without a token: it is up)."""
 
 
 def parts(public: str, api: str, handin: str, timeout: int) -> list[Part]:
@@ -60,19 +63,20 @@ def parts(public: str, api: str, handin: str, timeout: int) -> list[Part]:
         Part("the hub's API (JupyterHub)", api.rstrip("/") + "/hub/api", True,
              re.compile(r"Hub API|bind|database|sqlite|Traceback|Error", re.I),
              f"JupyterHub did not get as far as listening at {api}: its log says why (a port taken, the database, "
-             "the config); else " + more),
+             "the config); else " + more, exact=True),
         Part("the hand-in receiver (handin_service.py)", handin.rstrip("/") + "/handin", True,
              re.compile(r"handin", re.I),
              "students could not hand in: its log lines say why (the collection folder's permissions, its port "
              f"{urlsplit(handin).port} taken); else " + more),
         Part("the hub through the proxy (what students' browsers reach)", public.rstrip("/") + "/hub/api", True,
              re.compile(r"proxy|route|50[234]", re.I),
-             "the proxy answers but does not route to the hub: its log says why; else " + more),
+             f"the proxy answers but does not route to the hub (or another server holds port {port}): its log says "
+             "why; else " + more, exact=True),
     ]
 
 
 def answers(part: Part, wait: float = 2.0) -> bool:
-    """Whether ``part`` answers now (a connection, or an HTTP status below 500), within ``wait`` seconds."""
+    """Whether ``part`` answers now (a connection, or the HTTP status it needs), within ``wait`` seconds."""
     where = urlsplit(part.url)
     try:
         if not part.http:
@@ -81,7 +85,8 @@ def answers(part: Part, wait: float = 2.0) -> bool:
         connection = http.client.HTTPConnection(where.hostname, where.port, timeout=wait)
         try:
             connection.request("GET", where.path or "/")
-            return connection.getresponse().status < 500
+            status = connection.getresponse().status
+            return status == 200 if part.exact else status < 500
         finally:
             connection.close()
     except (OSError, http.client.HTTPException):
