@@ -239,7 +239,7 @@ c.JupyterHub.spawner_class = "simple"
 """
 
 RUN_HUB = """
-import subprocess, sys, time, urllib.request
+import os, signal, subprocess, sys, time, urllib.request
 hub = subprocess.Popen(["jupyterhub", "-f", sys.argv[1]], stdout=subprocess.DEVNULL, stderr=open(sys.argv[2], "w"))
 deadline, answer = time.monotonic() + 200, None
 while time.monotonic() < deadline and hub.poll() is None:
@@ -251,6 +251,10 @@ while time.monotonic() < deadline and hub.poll() is None:
 print("answer", answer, "exit", hub.poll(), flush=True)
 hub.terminate()
 hub.wait(60)
+try:   # a hub that failed its start leaves its proxy running (its own session): end it, as a container's end would
+    os.kill(int(open(sys.argv[3]).read()), signal.SIGKILL)
+except (OSError, ValueError):
+    pass
 """
 
 
@@ -266,7 +270,7 @@ def _jupyterhub(tmp_path: Path, patient: bool) -> tuple[str, str]:
     (folder / "config.py").write_text(HUB_CONFIG.format(hub_dir=str(HUB_DIR) if local else "/srv/hub", patient=patient,
                                                         delay=PROXY_DELAY, api=api, public=public, hub=hub, folder=inside))
     (folder / "run.py").write_text(RUN_HUB.format(public=public))
-    args = [f"{inside}/run.py", f"{inside}/config.py", f"{inside}/hub.log"]
+    args = [f"{inside}/run.py", f"{inside}/config.py", f"{inside}/hub.log", f"{inside}/proxy.pid"]
     if local:
         done = subprocess.run([local, *args], capture_output=True, text=True, timeout=400)
     else:
