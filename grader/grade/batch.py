@@ -25,6 +25,7 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -108,11 +109,16 @@ def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox
     attempts: dict[str, int] = {}
     pending = list(todo)
     while pending:  # a worker that dies breaks its pool: the unfinished go to a fresh one, twice at most
-        if pool is None:
-            pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
-        with pool:
+        try:
+            pool = pool or ProcessPoolExecutor(min(jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
             futures = {pool.submit(grade_one, sub, out, limits, sandbox, key, reveal): (sub, key)
                        for sub, key in pending}
+        except BrokenProcessPool:  # a worker of the pool started early died before grading began
+            pool.shutdown(cancel_futures=True)
+            pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+            futures = {pool.submit(grade_one, sub, out, limits, sandbox, key, reveal): (sub, key)
+                       for sub, key in pending}
+        with pool:
             pending = []
             for future in as_completed(futures):
                 sub, key = futures[future]
