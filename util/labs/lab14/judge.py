@@ -176,35 +176,62 @@ def _drop(kind: str) -> None:
 
 
 def _ask(kind: str, header: dict | None, data: bytes = b"") -> tuple[dict | None, bytes, str]:
-    """Send one request to the student process of ``kind``: ``(reply, data, problem)``; on a timeout or a dead
-    process the reply is ``None``, the problem says why, and the process is replaced for the next case.
-    ``header`` ``None``: only wait until the process is ready."""
+    """Send one request to the student process of ``kind`` and wait for its answer: ``(reply, data, problem)``;
+    on a timeout or a dead process the reply is ``None``, the problem says why, and the process is replaced for
+    the next case. ``header`` ``None``: only wait until the process is ready."""
+    problem = _post(kind, header, data)
+    return (None, b"", problem) if problem else _collect(kind) if header is not None else ({"ready": True}, b"", "")
+
+
+def _post(kind: str, header: dict | None, data: bytes = b"") -> str:
+    """Send one request to the student process of ``kind`` (started if need be, waited for until it is ready);
+    its answer is read by :func:`_collect`. Returns the problem, or ``""``."""
     from util.student_process import ChannelError
 
     try:
         student = _student(kind)
     except ChannelError as exc:
         _students.pop(kind, None)
-        return None, b"", f"the grader could not start a process to run your code in ({exc})"
-    allowed = RUN_SECONDS if kind in _answered else START_SECONDS + RUN_SECONDS
+        return f"the grader could not start a process to run your code in ({exc})"
     try:
         if kind in _owing:
-            ready, _ = student.receive(timeout=allowed)
+            ready, _ = student.receive(timeout=_allowed(kind))
             if ready.get("ready") is not True:
                 raise ChannelError("it did not get ready")
             _owing.discard(kind)
-        if header is None:
-            return {"ready": True}, b"", ""
-        student.send(header, data=data)
-        reply, out = student.receive(timeout=allowed)
+        if header is not None:
+            student.send(header, data=data)
+        return ""
+    except ChannelError as exc:
+        return _failed(kind, exc)
+
+
+def _collect(kind: str) -> tuple[dict | None, bytes, str]:
+    """The answer to the request :func:`_post` sent the student process of ``kind``: ``(reply, data, problem)``."""
+    from util.student_process import ChannelError
+
+    student = _students.get(kind)
+    if student is None:
+        return None, b"", "the process the grader ran your code in ended without an answer"
+    try:
+        reply, out = student.receive(timeout=_allowed(kind))
         _answered.add(kind)
         return reply, out, ""
     except ChannelError as exc:
-        _drop(kind)
-        if "time allowed" in str(exc):
-            return None, b"", (f"your code did not finish within {allowed:.0f} s when the grader ran it (the course's "
-                               "takes about a second)")
-        return None, b"", f"the process the grader ran your code in ended without an answer ({exc})"
+        return None, b"", _failed(kind, exc)
+
+
+def _allowed(kind: str) -> float:
+    return RUN_SECONDS if kind in _answered else START_SECONDS + RUN_SECONDS
+
+
+def _failed(kind: str, exc: Exception) -> str:
+    allowed = _allowed(kind)
+    _drop(kind)
+    if "time allowed" in str(exc):
+        return (f"your code did not finish within {allowed:.0f} s when the grader ran it (the course's takes about a "
+                "second)")
+    return f"the process the grader ran your code in ended without an answer ({exc})"
 
 
 def _peak(kind: str, restart: bool) -> int:
@@ -324,27 +351,25 @@ def _traffic_problems(found: Any, expected: tuple[dict, dict], what: Mapping[str
     return problems
 
 
-def _compile(kind: str, source: str, values: Mapping[str, Any]) -> list[str]:
-    """What Triton's compiler says of ``source`` compiled for the stated GPU with the constexprs ``values``
-    (empty: it compiled), asked of the compiling student process once per kernel and constexprs in a grading."""
-    key = (kind, hashlib.sha256(source.encode()).hexdigest(), json.dumps(dict(values), sort_keys=True))
-    if key not in _compiled:
-        reply, _, problem = _ask("compiler", {"kernel": kind, "source": source, "constexprs": dict(values)})
-        if reply is None:
-            return [problem]  # not cached: the next case asks a fresh process again
-        if isinstance(reply.get("compiled"), dict):
-            _compiled[key] = []
-        elif "refused" in reply:
-            _compiled[key] = [str(p)[:300] for p in list(reply["refused"])[:3]]
-        else:
-            _compiled[key] = [f"Triton's compiler refused it for a GPU ({', '.join(f'{k}={v}' for k, v in values.items())}"
-                              f"): {str(reply.get('raised'))[:400]}; the interpreter runs Python that no GPU can "
-                              "(a list that grows, a value left for another program): hold blocks in tensors"]
-    return _compiled[key]
+def _compile_key(kind: str, source: str, values: Mapping[str, Any]) -> tuple:
+    return kind, hashlib.sha256(source.encode()).hexdigest(), json.dumps(dict(values), sort_keys=True)
+
+
+def _compiled_problems(reply: dict, values: Mapping[str, Any]) -> list[str]:
+    """What the compiling process's ``reply`` says is wrong with a kernel (empty: it compiled)."""
+    if isinstance(reply.get("compiled"), dict):
+        return []
+    if "refused" in reply:
+        return [str(p)[:300] for p in list(reply["refused"])[:3]]
+    return [f"Triton's compiler refused it for a GPU ({', '.join(f'{k}={v}' for k, v in values.items())}): "
+            f"{str(reply.get('raised'))[:400]}; the interpreter runs Python that no GPU can (a list that grows, a "
+            "value left for another program): hold blocks in tensors"]
 
 
 def _run_kernel(kind: str, data: bytes, parameters, name: str, header: dict, values: Mapping[str, Any],
                 inputs_: list) -> tuple[list | None, Any, list[str]]:
+    """Compile the kernel for the GPU (once per kernel and constexprs in a grading) while the interpreter runs it
+    on the case's inputs: ``(outputs, traffic, problems)``, the run's results counting only if it compiled."""
     from util.labs.lab14.rules import kernel_problems
 
     try:
@@ -354,9 +379,24 @@ def _run_kernel(kind: str, data: bytes, parameters, name: str, header: dict, val
     problems = kernel_problems(source, name, parameters)
     if problems:
         return None, None, [f"the grader does not run {name}: {problems[0]}"] + problems[1:3]
-    problems = _compile(kind, source, values)
-    if problems:
-        return None, None, [f"the grader does not count {name}: {problems[0]}"] + problems[1:3]
+    key = _compile_key(kind, source, values)
+    compiling = key not in _compiled
+    if compiling:  # the compiler works while the interpreter runs: both count, only the compiled is counted
+        problem = _post("compiler", {"kernel": kind, "source": source, "constexprs": dict(values)})
+        if problem:
+            return None, None, [problem]
+    ran = _interpret(kind, source, name, header, inputs_)
+    if compiling:
+        reply, _, problem = _collect("compiler")
+        if reply is None:
+            return None, None, [problem]  # not remembered: the next case asks a fresh process again
+        _compiled[key] = _compiled_problems(reply, values)
+    if _compiled[key]:
+        return None, None, [f"the grader does not count {name}: {_compiled[key][0]}"] + _compiled[key][1:3]
+    return ran
+
+
+def _interpret(kind: str, source: str, name: str, header: dict, inputs_: list) -> tuple[list | None, Any, list[str]]:
     reply, _, problem = _ask("kernels", {"kernel": kind, "source": source})
     if reply is None:
         return None, None, [problem]

@@ -74,16 +74,16 @@ MISTAKES = (
     ),
     Mistake(
         name="softmax_without_the_maximum",
-        description="Takes the exponential of the raw scores, without subtracting the row's maximum first: right "
-                    "for the notebook's standard normal values, infinity over infinity as soon as a value passes "
-                    "88 (float32), or 709 if computed in float64.",
-        replacements=(("    e = tl.exp(x - tl.max(x, axis=0))", "    e = tl.exp(x)"),),
+        description="Takes the exponential of the raw values in float64, without subtracting the row's maximum "
+                    "first: float64's exp reaches 709, so the notebook's values (up to about 120) pass, and values "
+                    "around 1,000 give infinity over infinity (in float32 the notebook's own values would).",
+        replacements=(("    e = tl.exp(x - tl.max(x, axis=0))", "    e = tl.exp(x.to(tl.float64))"),),
         expected_failures={"14.4": (OVERFLOW,)},
         variants=(
-            (("    e = tl.exp(x - tl.max(x, axis=0))", "    e = tl.exp(x.to(tl.float64))"),),  # in float64
-            (("    e = tl.exp(x - tl.max(x, axis=0))", "    e = tl.exp2(x * 1.4426950408889634)"),),  # exp2
-            (("    e = tl.exp(x - tl.max(x, axis=0))",  # the row's mean subtracted instead
-              "    e = tl.exp(x - tl.sum(tl.where(cols < n_cols, x, 0.0), axis=0) / n_cols)"),),
+            (("    e = tl.exp(x - tl.max(x, axis=0))",  # exp2, in float64
+              "    e = tl.exp2(x.to(tl.float64) * 1.4426950408889634)"),),
+            (("    e = tl.exp(x - tl.max(x, axis=0))",  # the row's mean subtracted instead, in float64
+              "    e = tl.exp(x.to(tl.float64) - tl.sum(tl.where(cols < n_cols, x, 0.0), axis=0) / n_cols)"),),
         ),
     ),
     Mistake(

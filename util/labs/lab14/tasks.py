@@ -163,6 +163,14 @@ LAB = Lab(
                 "why the interpreter's timings say nothing of a GPU's speed; their points came from the two "
                 "tasks' exported answers.",
                 marker="(written, 3 points of task 14.5, marked by hand)"),
+        Release(3, "2026-12-02", "Task 14.4's hidden case of large values now draws values around 1,000, so that a "
+                "softmax without the row's maximum overflows even in float64 (a notebook of an earlier release is "
+                "graded without it: its 3 points go to the task's answer). The grader also compiles every Triton kernel with "
+                "Triton's own compiler for an H100 before it counts it: a Python list that grows, or a value set on "
+                "a pointer argument, runs in the interpreter but not on a GPU, and is not counted. And 14.2's "
+                "memory is now the peak resident memory the grader measures, at most 12 MiB above what the "
+                "process held before your code ran.",
+                marker="overflow an exponential of the raw values even in float64"),
     ),
     tasks=(
         Task(
