@@ -170,3 +170,29 @@ def test_the_serving_plans_identities(solution):
     assert serve(DEEPSEEK_V3, H100, 8, 4096, 2.0)["tokens_per_second"] is None
     dense = serve(MIXTRAL_8X7B.with_(n_experts=0, d_ff=2 * 14336), H100, 2, 4096, 2.0)
     assert dense["max_batch"] == 250 and serve(MIXTRAL_8X7B, H100, 2, 4096, 2.0)["max_batch"] == 124
+
+
+FLOATS = """
+import json, sys
+from grader.author.solution import solution_namespace
+from util.labs.lab17 import cases
+from util.labs.lab17.scaling import training_runs
+ns = solution_namespace("lab17", ("17.4",))
+tables = [training_runs(0)] + [training_runs(c.spec["seed"], c.spec["truth"]) for c in cases.CASES["17.4"]]
+print(json.dumps([ns["scaling_plan"](runs, [1e21, 1e23]) for runs in tables]))
+"""
+
+
+def test_the_fit_is_the_same_at_one_and_two_threads():
+    """The lab's only floats that come out of an iterative method (17.4's fit): bit for bit the same whether the
+    numerical libraries may use one thread or two (the grader's kernels use one; a student's machine may not)."""
+    import os
+    import subprocess
+    import sys
+
+    found = []
+    for threads in ("1", "2"):
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        found.append(subprocess.run([sys.executable, "-c", FLOATS], env=env, capture_output=True, text=True,
+                                    check=True, timeout=300).stdout)
+    assert found[0] == found[1] and '"alpha"' in found[0]

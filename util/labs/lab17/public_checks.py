@@ -5,7 +5,9 @@ each task in ``tasks.py``.
 The hand examples: for 17.1 the two small models the notebook builds on the meta device (``SMALL_MIXTRAL``,
 ``SMALL_DEEPSEEK``) measured by ``util.labs.lab17.moe.measured``; for 17.2 the 4-token batch of the notebook; for
 17.3 the two-layer toys; for 17.4 a table of runs without noise, whose fit is the law itself; for 17.5 and 17.6
-the stated identities (the parts add up, a price from a speed).
+the stated identities (the parts add up, a price from a speed). 17.3's toys at context 10: GQA's attention
+4 x 4 heads x 10 x 4 = 640 FLOPs a layer; MLA's naive 2 x 10 x 6 x 4 x 8 + 2 x 4 x 10 x 6 + 2 x 4 x 10 x 4 = 4,640,
+absorbed 2 x 4 x 4 x 6 + 2 x 4 x 10 x 8 + 2 x 4 x 10 x 6 + 2 x 4 x 6 x 4 = 1,504.
 """
 from __future__ import annotations
 
@@ -108,9 +110,12 @@ def _route_adds_up(value: Any) -> str | None:
 def _hand_kv(fn) -> str | None:
     gqa = fn(_cfg(TOY_GQA), 10, 3, 10_000, 1_000, bytes_per_element=2)
     mla = fn(_cfg(TOY_MLA), 10, 3, 10_000, 1_000, bytes_per_element=2)
-    return first(equal(dict(gqa), {"per_token": 2 * 2 * 2 * 4 * 2, "cache": 64 * 30, "max_context": 9_000 // 192},
+    return first(equal(dict(gqa), {"per_token": 2 * 2 * 2 * 4 * 2, "cache": 64 * 30, "max_context": 9_000 // 192,
+                                   "decode_flops_naive": 2 * 640, "decode_flops_absorbed": 2 * 640},
                        "kv_plan(TOY_GQA, 10, 3, 10_000, 1_000)"),
-                 equal(dict(mla), {"per_token": 2 * (6 + 2) * 2, "cache": 32 * 30, "max_context": 9_000 // 96},
+                 equal(dict(mla), {"per_token": 2 * (6 + 2) * 2, "cache": 32 * 30, "max_context": 9_000 // 96,
+                                   "decode_flops_naive": 2 * (3840 + 480 + 320),
+                                   "decode_flops_absorbed": 2 * (192 + 640 + 480 + 192)},
                        "kv_plan(TOY_MLA, 10, 3, 10_000, 1_000)"))
 
 
@@ -218,7 +223,7 @@ CHECKS = {
               "count every assignment once, kept or dropped"),
     ),
     "17.3": (
-        Check("kv_plan(...) of the notebook's GQA and MLA toys", _hand_kv,
+        Check("kv_plan(...) of the GQA and MLA toys (bytes and decode FLOPs)", _hand_kv,
               "MLA caches the latent and the rotary key per layer, not the heads' keys and values",
               calls_function=True),
         Check("MHA = 4 x GQA = 32 x MQA bytes per token (Llama 3 8B's shape)", _kv_ratios,

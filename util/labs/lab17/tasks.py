@@ -119,7 +119,8 @@ LAB = Lab(
         ),
         Task(
             id="17.3", title="Attention that caches less", answer_points=3,
-            answer="{'mha', 'gqa', 'mqa', 'mla'}: kv_plan(...) of each attention kind at 32,768 tokens on one H100",
+            answer="{'mha', 'gqa', 'mqa', 'mla'}: kv_plan(...) of each attention kind at 32,768 tokens on one H100 "
+                   "({'per_token', 'cache', 'max_context', 'decode_flops_naive', 'decode_flops_absorbed'})",
             keys=("mha", "gqa", "mqa", "mla"),
             function="kv_plan", run_case=_kv, checks=CHECKS["17.3"], hidden_points=10,
         ),
