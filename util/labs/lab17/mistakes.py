@@ -34,6 +34,9 @@ MISTAKES = (
         expected_failures={"17.1": (ANSWER, MOE_1, MOE_2, MOE_3),
                            "17.5": (ANSWER, PLAN_2, PLAN_3),
                            "17.6": (ANSWER, SERVE_2)},
+        variants=(
+            (("activated = embedding + head + common + cfg.n_moe_layers * cfg.top_k * expert", "activated = total"),),
+        ),
     ),
     Mistake(
         name="shared_expert_forgotten",
@@ -56,6 +59,11 @@ MISTAKES = (
             ("if kept[e] < capacity:", "if kept.sum() < capacity * E:"),
         ),
         expected_failures={"17.2": (ANSWER, ROUTE_1, ROUTE_2, ROUTE_3)},
+        variants=(
+            (("capacity = math.ceil(capacity_factor * T * top_k / E)",
+              "capacity = math.ceil(capacity_factor * T * top_k)"),
+             ("if kept[e] < capacity:", "if int(kept.sum()) < capacity:")),
+        ),
     ),
     Mistake(
         name="mla_caches_full_keys",
@@ -67,6 +75,10 @@ MISTAKES = (
         ),
         expected_failures={"17.3": (ANSWER, KV_MLA),
                            "17.6": (ANSWER, SERVE_2)},
+        variants=(
+            (("per_layer = cfg.kv_lora_rank + cfg.qk_rope_dim",
+              "per_layer = cfg.n_heads * (cfg.qk_nope_dim + cfg.v_head_dim) + cfg.qk_rope_dim"),),
+        ),
     ),
     Mistake(
         name="fit_in_linear_space",
@@ -77,6 +89,10 @@ MISTAKES = (
              "return np.exp(e) + np.exp(a) / N ** alpha + np.exp(b) / D ** beta - loss"),
         ),
         expected_failures={"17.4": (ANSWER, FIT_1, FIT_2)},
+        variants=(
+            (("return np.log(np.exp(e) + np.exp(a) / N ** alpha + np.exp(b) / D ** beta) - np.log(loss)",
+              "return loss - (np.exp(e) + np.exp(a) * N ** -alpha + np.exp(b) * D ** -beta)"),),
+        ),
     ),
     Mistake(
         name="optimizer_state_forgotten",
@@ -87,6 +103,10 @@ MISTAKES = (
              '"optimizer": 0 * shard / (plan.dp if plan.zero >= 1 else 1)'),
         ),
         expected_failures={"17.5": (ANSWER, PLAN_1, PLAN_2, PLAN_3, PLAN_4)},
+        variants=(
+            (('memory["total"] = sum(memory.values())',
+              'memory["total"] = sum(v for part, v in memory.items() if part != "optimizer")'),),
+        ),
     ),
     Mistake(
         name="bubble_ignored",
