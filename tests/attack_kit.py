@@ -1,4 +1,4 @@
-"""The attack kit: a generic hostile submission for each class of issue 49, built from a lab's own solution by
+"""The attack kit: a generic hostile submission for each class of hole the held-out attacks found in judges, built from a lab's own solution by
 what its tasks declare (``Task.judged``, :data:`util.contract.SURFACES`), so that a new lab is attacked without
 anyone writing its attacks (``tests/test_attack_kit.py`` drives it over every lab).
 
@@ -201,8 +201,13 @@ def _peers() -> None:
         except (OSError, ValueError, IndexError):
             break
     ancestors.add(pid)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in ancestors:
+    try:
+        pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    except OSError:  # /proc cannot be listed: guess, as an attacker would, the pids next to its own
+        pids = list(range(max(2, os.getpid() - 64), os.getpid() + 64))
+    for number in pids:
+        entry = Path(f"/proc/{number}")
+        if number in ancestors:
             continue
         for name in ("cmdline", "stat", "environ"):
             try:

@@ -114,15 +114,18 @@ def pytest_collection_modifyitems(config, items):
 MEASURED = {"lab1": 301.0, "lab14": 262.0}
 """Seconds measured (2026-12-02, this table's own figures): ``python -m pytest -n 1 -k labN`` at a load of 7 to 8 on
 2 cores, without CI's gradebook (the example submissions graded again): lab 1's 72 tests, lab 14's 73."""
-PROVISIONAL = 900.0
-"""The budget of a lab whose tests were not yet measured on their own: three times the measured labs' figures. CI
-prints every lab's seconds (``build/artifacts/test_times.txt``): replace it with 1.5 times CI's figure at load."""
-LAB_BUDGETS: dict[str, float] = {name: round(1.5 * MEASURED[name], -1) if name in MEASURED else PROVISIONAL
+PROVISIONAL = 1200.0
+"""The budget of a lab whose tests were not yet measured on their own: four times the measured labs' figures. CI
+prints every lab's seconds (``build/artifacts/test_times.txt``): replace it with HEADROOM times CI's figure."""
+HEADROOM = 3.0
+"""A measured lab's budget over its measure: the machine's load (CI's own machine went from quiet to a load of 6),
+and the tests its next release adds (lab 14's third release added its compiler and attack tests after its figure
+was taken)."""
+LAB_BUDGETS: dict[str, float] = {name: float(int(HEADROOM * MEASURED[name])) if name in MEASURED else PROVISIONAL
                                  for name in LABS}
 """Seconds each lab's tests may take in the default run (``python -m pytest``; the ``slow``, ``images`` and ``hub``
 tests are not counted), summed over its tests: set-up, call and tear-down, on whichever worker, so a lab's share of
-CI's workers, not its wall time. 1.5 times :data:`MEASURED` (taken at a load of 7 to 8: it holds at 6), else
-:data:`PROVISIONAL`. A lab it does not name is held to :data:`DEFAULT_BUDGET`, and
+CI's workers, not its wall time. :data:`HEADROOM` times :data:`MEASURED` (taken at a load of 7 to 8), else :data:`PROVISIONAL`. A lab it does not name is held to :data:`DEFAULT_BUDGET`, and
 ``tests/test_lab_budgets.py`` fails until the lab has a figure here: a new lab (lab 17) must be given one."""
 DEFAULT_BUDGET = 600.0
 """The budget of a lab :data:`LAB_BUDGETS` does not name (lab 17 on the day it arrives, until it is given one)."""

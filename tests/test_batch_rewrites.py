@@ -1,6 +1,6 @@
 """The gradebooks rewritten while a class grades (``grader/grade/batch.py``, ``Rewrites``): after every submission
 while a rewrite is cheap, less often once a large class makes it dear, so the main process's share of the run stays
-bounded (issue 50: rewriting a class of 256 after every submission cost the main process about 180 s)."""
+bounded (rewriting a class of 256 after every submission cost the main process about 180 s)."""
 from __future__ import annotations
 
 from grader.grade.batch import REWRITE_SHARE, Rewrites

@@ -382,7 +382,7 @@ def test_two_students_pull_work_hand_in_and_are_graded_and_neither_reaches_the_o
 
 def test_the_hub_restarts_at_a_load_of_6_and_the_students_servers_keep_running(hub):
     """``hub.sh start`` again (a roster change, a restart) while CPU burners keep the machine at a load of 6 or more
-    (issue 50: CI's hub did not come back at a load of 5 to 6): every part of the hub answers again, and the
+    (CI's hub once did not come back at a load of 5 to 6): every part of the hub answers again, and the
     students' servers the first test started run on, untouched."""
     from test_hub_start import busy
 

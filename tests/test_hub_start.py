@@ -1,4 +1,4 @@
-"""The class server's start on a busy machine (issue 50): every wait sized for load, and a start that says which part
+"""The class server's start on a busy machine: every wait sized for load, and a start that says which part
 did not come up and what to do.
 
 CI once failed at a load of 5 to 6 because configurable-http-proxy took longer than JupyterHub's fixed 15 s to
@@ -39,7 +39,7 @@ CI_LOG = """[I 2026-11-30 10:02:11.482 JupyterHub proxy:787] Starting proxy @ ht
 [C 2026-11-30 10:02:21.517 JupyterHub app:3872] Failed to start proxy
     TimeoutError: Server at 127.0.0.1:8001 didn't respond in 10 seconds
 """
-"""The lines CI's failed run logged (issue 50), as the hub's log would hold them."""
+"""The lines a failed CI run logged, as the hub's log would hold them."""
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Lab 13's judges against the held-out attacks of issue 49 (classes 1 and 2), each beside an honest control,
+"""Lab 13's judges against the held-out attacks on its inputs and on the walls between ranks, each beside an honest control,
 judged through the grader's judge process as whoever runs the tests (root in CI) and as an unprivileged grader.
 
 * **secret inputs that were not secret** (class 1): the judge drew every rank's inputs from a salt in its own

@@ -1,4 +1,4 @@
-"""Lab 14's judges against the held-out hostile submissions of issue 49, each attack beside a control that plays
+"""Lab 14's judges against the held-out hostile submissions, each attack beside a control that plays
 the same wrong answer straight, judged through the grader's judge process (``tests/labs/judged_files.py``), as
 whoever runs the tests (root in CI) and as an unprivileged grader.
 

@@ -12,7 +12,7 @@ held to account:
   whatever memory it asks for (the heap or a shared mapping), and lifting a limit gains nothing;
 * a kernel is compiled by Triton's own compiler before it is counted;
 * the inputs the grader evaluates on come from the grading secret, not from what the notebook sees (the case's
-  seed). The attacks of issue 49 are in ``test_lab14_attacks.py``.
+  seed). The held-out attacks are in ``test_lab14_attacks.py``.
 """
 from __future__ import annotations
 

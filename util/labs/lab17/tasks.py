@@ -100,7 +100,7 @@ LAB = Lab(
     name=LAB_NAME,
     title="What a frontier model costs",
     notebook="lab17_frontier_costs.ipynb",
-    packages=("torch", "numpy", "scikit-learn"),
+    packages=("torch", "numpy", "scipy"),
     releases=RELEASES,
     tasks=(
         Task(
