@@ -93,7 +93,8 @@ class Grader:
         monkeypatch.setattr(judge, "_reference_profile",
                             lambda request: DRAWN_PROFILE if "seed" in request else self.profile_first)
         monkeypatch.setattr(judge, "_rerun", self.rerun_answer)
-        monkeypatch.setattr(judge, "drawn_seed", lambda spec=None, seeds=iter(range(1000, 2000)): next(seeds))
+        seeds = iter(range(1000, 2000))
+        monkeypatch.setattr(judge, "drawn_seed", lambda spec=None: next(seeds))
         monkeypatch.setattr(judge, "DRAWN_PAUSE", 0.0)
         monkeypatch.setattr(judge, "PAUSES", (0.0,) * judge.AGAIN)  # the pauses before measuring again, not waited
         return self
