@@ -247,3 +247,23 @@ def test_the_judge_withholds_the_digits_and_every_cached_model_trained_on_them(c
     models = WITHHELD["digits_models"]()
     assert models and all(path.parent == folder and "digits" in path.name for path in models)
     assert {path.name for path in WITHHELD["digits"]()} == {"digits.csv.gz", "digits.rst"}
+
+
+def test_the_harness_check_sees_what_is_readable_and_the_sandbox_covers_every_path_it_is_bound_at(tmp_path):
+    """``util.data.readable`` (what a harness reports before any student code runs) finds the digits here, where
+    nothing withholds them; and a file under a folder bound both where it is named (a symlink) and where it lies is
+    covered at both (``grader.execute.sandbox._aliases``): covering the resolved file alone left the other path
+    readable."""
+    from pathlib import Path
+
+    from grader.execute.sandbox import _aliases
+    from util.data import WITHHELD, readable
+
+    assert sorted(readable(("digits",))) == sorted(str(path) for path in WITHHELD["digits"]())
+    real = tmp_path / "real" / "lib"
+    real.mkdir(parents=True)
+    (real / "data.csv").write_text("1,2\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    shown = [tmp_path / "link", (tmp_path / "link").resolve(), Path("/usr")]
+    assert _aliases(tmp_path / "link" / "lib" / "data.csv", shown) == [
+        (real / "data.csv").resolve(), tmp_path / "link" / "lib" / "data.csv"]
