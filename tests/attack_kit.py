@@ -221,22 +221,32 @@ def _peers() -> None:
 # ------------------------------------------------------------------ hostile versions of a solution's function
 
 
-def _wrap(honest: Any, before: Callable[[], None], after: Callable[[Any], Any] = lambda value: value) -> Any:
-    """``honest`` with ``before()`` run first at each call (and ``after`` applied to what it returns); a class
-    is wrapped as a subclass whose instances run ``before`` when made."""
-    if isinstance(honest, type):
-        def __init__(self, *args, **kwargs):
-            before()
-            honest.__init__(self, *args, **kwargs)
-        return type(honest.__name__, (honest,), {"__init__": __init__, "__module__": honest.__module__,
-                                                  "__qualname__": honest.__qualname__})
-
-    @functools.wraps(honest)
+def _first(before: Callable[[], None], function: Callable, after: Callable[[Any], Any] = lambda value: value):
+    @functools.wraps(function)
     def hostile(*args, **kwargs):
         before()
-        return after(honest(*args, **kwargs))
+        return after(function(*args, **kwargs))
 
     return hostile
+
+
+def _wrap(honest: Any, before: Callable[[], None], after: Callable[[Any], Any] = lambda value: value) -> Any:
+    """``honest`` with ``before()`` run first at each call (and ``after`` applied to what it returns). A class is
+    wrapped as a subclass whose every method it defines (static and class methods too: an autograd ``Function``'s
+    ``forward`` is one) and whose making runs ``before`` first."""
+    if not isinstance(honest, type):
+        return _first(before, honest, after)
+    members: dict[str, Any] = {"__module__": honest.__module__, "__qualname__": honest.__qualname__}
+    for name, member in vars(honest).items():
+        if name.startswith("__") and name != "__init__":
+            continue
+        if isinstance(member, staticmethod):
+            members[name] = staticmethod(_first(before, member.__func__))
+        elif isinstance(member, classmethod):
+            members[name] = classmethod(_first(before, member.__func__))
+        elif callable(member):
+            members[name] = _first(before, member)
+    return type(honest.__name__, (honest,), members)
 
 
 SNIFFED_CALLS = 2
