@@ -1,0 +1,400 @@
+"""Which submissions share their code: a class's similarity report, the handout's own code excluded.
+
+``python -m grader similarity CLASS`` compares, lab by lab, what each graded submission of the class folder
+wrote itself: its code cells (and, for a lab with support files such as a C++ project, those files), with
+the handout's own code taken out, pairwise, with copydetect (a winnowing detector like MOSS, on PyPI;
+Schleimer, Wilkerson and Aiken, SIGMOD 2003). Its tokenizer replaces every name with ``V``/``F``/``O`` and
+every string with ``S`` and drops comments and whitespace, so renamed variables, reordered functions,
+changed comments and spacing still match; what two files share is counted in the k-grams (k =
+:data:`NOISE` characters of that filtered code) they both hold.
+
+What counts as the handout's (never shared, whoever wrote it): every code cell of the lab's generated
+notebook (``labs/``) and its support files as the course ships them, and the course modules the lab
+imports (its helpers). A cell equal to one of the handout's is dropped whole; a handout line left inside
+a student's cell is copydetect's boilerplate: its k-grams are removed from every submission.
+
+Written answers are compared as text (lower case, words only: :func:`normal_text`), their own figure.
+
+Files (in the class folder): ``similarity.html`` (the pairs above the threshold, ranked, each side by side
+with the shared passages marked: :mod:`grader.report.similarity_page`), ``similarity.csv`` (every pair above
+the threshold), ``similarity.json`` (per submission its closest match and score: the per-lab gradebooks'
+``similar to`` and ``similarity`` columns, :func:`grader.report.gradebook.lab_table`). Submissions are shown
+under pseudonyms unless ``names``. It changes no grade: it points an instructor at what to read.
+
+Scale: fingerprints are made once per submission; every pair's shared fingerprints are counted (a set
+intersection, copydetect's own first step), and copydetect's full comparison (the shared fraction and
+passages) runs on each submission's :data:`CANDIDATES` closest by that count (as MOSS reports a bounded number
+of pairs): every submission's closest matches are listed, though in a group of more than six submissions that all
+share their code not every pair of the group is. ``benchmarks/bench_similarity.py`` times a lab of 600.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from grader.core import files, notebook, safe_text
+from grader.core.namespace import class_file
+from grader.core.records import Previous
+from util.contract import Lab
+
+NOISE = 50
+"""copydetect's noise threshold: the k of its k-grams, in characters of filtered code (``V=V.V(V,V)`` is 10;
+50 is four to six statements). Measured on lab 13 (``tests/test_similarity.py``): at copydetect's default of 25,
+two notebooks written from the handout alone shared 44% and 27% of their code with the solution (the handout's
+formulas leave few ways to write a line); at 50, 26% and 11%, while disguised copies of the solution (names,
+order, comments and spacing changed) kept 99-100% and one with a line inserted every third line 84%."""
+WINDOW = 1
+"""Winnowing window: 1 keeps every k-gram (copydetect's default guarantee = noise). A wider window keeps
+fewer, chosen by Python's ``hash(str)``, which differs between runs; a window of 1 gives the same scores
+every run."""
+THRESHOLD = 0.5
+"""A pair is listed when at least this fraction of one side's own code is shared with the other."""
+MIN_SHARED = 120
+"""...and at least this many characters of filtered code are shared (a few lines): two nearly empty
+notebooks that share one idiom are not a pair."""
+CANDIDATES = 5
+"""Per submission, its closest this many (by shared fingerprints) are compared in full."""
+CODE_SUFFIXES = {".py": "python", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".c": "cpp", ".h": "cpp",
+                 ".hpp": "cpp", ".cu": "cpp"}
+"""Support files compared, by suffix, and the language their tokens are read in."""
+MAX_CODE = 1 << 20
+"""Characters of one submission's code compared (per language); the rest is not read."""
+CSV, JSON, HTML = "similarity.csv", "similarity.json", "similarity.html"
+SEPARATOR = {"python": "\n\n", "cpp": "\n\n", "text": "\n"}
+"""Between the pieces of a part, as shown."""
+
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one submission wrote itself, by part: ``"python"`` (its code cells), ``"cpp"`` (its C++ files),
+    ``"text"`` (its written answers)."""
+
+    name: str
+    """Its result folder's name."""
+    lab: str
+    chunks: dict[str, tuple[str, ...]]
+    """Part -> its pieces (cells, files, answers), each compared on its own: no k-gram spans two."""
+
+    @property
+    def parts(self) -> dict[str, str]:
+        """Part -> its pieces joined (:data:`SEPARATOR`): the text compared and shown."""
+        return {part: SEPARATOR[part].join(found) for part, found in self.chunks.items()}
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two submissions of one lab and what copydetect found they share."""
+
+    a: str
+    b: str
+    lab: str
+    score: float
+    """The larger of the two shared fractions (the fraction of a side's own code found in the other)."""
+    fractions: tuple[float, float]
+    shared: int
+    """Characters of filtered code shared (of ``a``)."""
+    text: float = 0.0
+    """The larger shared fraction of the written answers (0 when either has none)."""
+    slices: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, compare=False, repr=False)
+    """Part -> the shared passages of ``a`` and of ``b``: 2xN arrays of start and end offsets in its text."""
+
+
+def normal_text(text: str) -> str:
+    """A written answer as compared: lower case, its words (letters and digits) separated by one space."""
+    return " ".join(re.findall(r"[^\W_]+", safe_text.plain(text, MAX_CODE).casefold()))
+
+
+def _cells(path: Path) -> list[str]:
+    nb = notebook.read(path)
+    return [safe_text.plain(c.get("source", ""), MAX_CODE) for c in nb.get("cells", ())
+            if c.get("cell_type") == "code"]
+
+
+def _support_code(folder: Path, lab: Lab) -> dict[str, list[str]]:
+    """``lang -> texts`` of the code files of ``lab``'s support folders under ``folder``."""
+    found: dict[str, list[str]] = {}
+    for entry in lab.support:
+        root = folder / entry
+        paths = [root] if root.is_file() else sorted(root.rglob("*")) if root.is_dir() else []
+        for path in paths:
+            lang = CODE_SUFFIXES.get(path.suffix.lower())
+            if lang and path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_CODE:
+                found.setdefault(lang, []).append(safe_text.plain(path.read_text(encoding="utf-8", errors="replace"),
+                                                                  MAX_CODE))
+    return found
+
+
+@dataclass(frozen=True)
+class Handout:
+    """The handout's own code of one lab: what never counts as shared."""
+
+    cells: frozenset[str]
+    """Its code cells, whitespace-trimmed: a submission's cell equal to one is dropped."""
+    boilerplate: dict[str, np.ndarray]
+    """Part -> copydetect's boilerplate hashes."""
+
+    @classmethod
+    def of(cls, lab: Lab, repo: Path) -> "Handout":
+        from util.labs import grader_only, imported_sources
+
+        path = repo / "labs" / lab.notebook
+        cells = _cells(path) if path.is_file() else []
+        texts: dict[str, list[str]] = {"python": list(cells)}
+        for lang, found in _support_code(path.parent, lab).items():
+            texts.setdefault(lang, []).extend(found)
+        for module in imported_sources(lab):  # the course's helpers a student may paste
+            if not grader_only(module):
+                texts["python"].append(module.read_text(encoding="utf-8"))
+        if path.is_file():  # the answer cells' templates and the questions: never an answer's own words
+            nb = notebook.read(path)
+            texts["text"] = [normal_text(c.get("source", "")) for c in nb.get("cells", ())
+                             if c.get("cell_type") == "markdown"]
+        boilerplate = {lang: np.unique(np.array(sorted(h for t in found for h in _fingerprint(t, lang).hashes),
+                                                dtype=np.int64)) for lang, found in texts.items()}
+        return cls(frozenset(c.strip() for c in cells), boilerplate)
+
+
+def _fingerprint(text: str, lang: str, boilerplate: np.ndarray | None = None, starts: tuple[int, ...] = ()):
+    """copydetect's fingerprint of ``text`` (a part, its pieces starting at ``starts``), ``boilerplate`` and the
+    k-grams that span two pieces left out. The text is tokenized once, by copydetect's ``filter_code``; the
+    fingerprint is made of what it returns, exactly as ``CodeFingerprint(filter=True)`` makes it."""
+    from copydetect import CodeFingerprint
+    from copydetect.utils import filter_code
+
+    name = {"python": "code.py", "cpp": "code.cpp", "text": "answers.txt"}[lang]
+    filtered, offsets = (text, np.array([])) if lang == "text" else filter_code(text, name)
+    across = _across(filtered, offsets, starts)
+    if across:
+        own = boilerplate if boilerplate is not None else np.array([], dtype=np.int64)
+        boilerplate = np.union1d(own, np.array(across, dtype=np.int64))
+    found = CodeFingerprint(name, NOISE, WINDOW, boilerplate=boilerplate, filter=False, fp=io.StringIO(filtered))
+    found.raw_code, found.offsets = text, offsets  # what CodeFingerprint(filter=True) keeps: passages map to the text
+    return found
+
+
+def _across(filtered: str, offsets: np.ndarray, starts: tuple[int, ...]) -> list[int]:
+    """copydetect's hashes of the k-grams of ``filtered`` that span the start of a piece (``starts``: offsets
+    in the unfiltered text): left out, so that what is shared lies within one cell, file or answer, whatever
+    order they come in."""
+    if not starts or not filtered:
+        return []
+    if len(offsets):  # unfiltered offset of each filtered character, as copydetect maps passages back
+        raw = np.arange(len(filtered)) + offsets[:, 1][np.clip(np.searchsorted(offsets[:, 0], np.arange(len(filtered))),
+                                                               0, offsets.shape[0] - 1)]
+        edges = np.searchsorted(raw, np.array(starts)).tolist()
+    else:
+        edges = list(starts)
+    return [hash(filtered[i:i + NOISE]) for edge in edges for i in range(max(edge - NOISE, 0), edge + 1)
+            if i + NOISE <= len(filtered)]
+
+
+def submitted_files(out: Path, name: str, record: Previous, lab: Lab) -> tuple[Path | None, Path | None]:
+    """The notebook ``name`` submitted and the folder its support files lie in: the original submission
+    when it is still where it was graded from, else the copy the grader kept (``executed.ipynb``, no support
+    files)."""
+    source = Path(record.source) if record.source else None
+    if source is not None and source.is_dir():
+        found = sorted(source.glob("*.ipynb"))
+        source = next((p for p in found if p.name == Path(lab.notebook).name), found[0] if found else None)
+    if source is not None and source.is_file() and source.suffix == ".ipynb":
+        return source, source.parent
+    kept = out / name / "executed.ipynb"
+    return (kept if kept.is_file() else None), None
+
+
+def read_work(out: Path, name: str, record: Previous, lab: Lab, handout: Handout) -> Work:
+    """What ``name`` wrote itself: its code cells that are not the handout's, its support code, its answers."""
+    path, folder = submitted_files(out, name, record, lab)
+    try:
+        cells = _cells(path) if path is not None else []
+    except (OSError, ValueError):
+        cells = []
+    chunks: dict[str, tuple[str, ...]] = {"python": tuple(c for c in cells if c.strip() and c.strip() not in handout.cells)}
+    if folder is not None:
+        for lang, texts in _support_code(folder, lab).items():
+            chunks[lang] = chunks.get(lang, ()) + tuple(t for t in texts if t.strip())
+    chunks["text"] = tuple(a for a in (normal_text(w.text) for w in record.result.written if w.text) if a)
+    return Work(name, lab.name, chunks)
+
+
+def _prints(work: Work, handout: Handout) -> dict:
+    """Part -> copydetect's fingerprint of what ``work`` wrote in it, the handout's code left out."""
+    found = {}
+    for lang, chunks in work.chunks.items():
+        if chunks:
+            starts, at = [], 0
+            for chunk in chunks[:-1]:
+                at += len(chunk) + len(SEPARATOR[lang])
+                starts.append(at)
+            found[lang] = _fingerprint(work.parts[lang], lang, handout.boilerplate.get(lang), tuple(starts))
+    return found
+
+
+def _all_prints(works: list[Work], handout: Handout, jobs: int) -> list[dict]:
+    """Every work's fingerprints, in ``jobs`` processes. They are forked, never spawned: copydetect hashes with
+    Python's ``hash(str)``, whose key a forked process shares and a new one does not."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    from functools import partial
+
+    if jobs <= 1 or len(works) < 2 * jobs:
+        return [_prints(w, handout) for w in works]
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(partial(_prints, handout=handout), works, chunksize=max(len(works) // (4 * jobs), 1)))
+
+
+def compare(works: list[Work], handout: Handout, *, threshold: float = THRESHOLD,
+            candidates: int = CANDIDATES, jobs: int = 1) -> tuple[list[Pair], dict[str, Pair]]:
+    """The pairs of ``works`` (one lab's) above ``threshold``, best first, and each submission's closest pair
+    (any score) among those compared in full; fingerprints made in ``jobs`` processes."""
+    from copydetect import compare_files
+
+    prints = _all_prints(works, handout, jobs)
+    code_langs = sorted({lang for p in prints for lang in p if lang != "text"})
+    chosen: set[tuple[int, int]] = set()
+    counts: list[list[tuple[int, int]]] = [[] for _ in works]
+    for i in range(len(works)):
+        for j in range(i + 1, len(works)):
+            common = sum(len(prints[i][lang].hashes & prints[j][lang].hashes) for lang in code_langs
+                         if lang in prints[i] and lang in prints[j])
+            if not common:
+                continue
+            counts[i].append((common, j))
+            counts[j].append((common, i))
+    for i, found in enumerate(counts):
+        for _, j in sorted(found, reverse=True)[:candidates]:
+            chosen.add((min(i, j), max(i, j)))
+    pairs = []
+    for i, j in sorted(chosen):
+        shared, covered, slices = [0.0, 0.0], [0.0, 0.0], {}
+        for lang in code_langs:
+            left, right = prints[i].get(lang), prints[j].get(lang)
+            covered[0] += left.token_coverage if left else 0
+            covered[1] += right.token_coverage if right else 0
+            if left is None or right is None:
+                continue
+            overlap, (f1, f2), (s1, s2) = compare_files(left, right)
+            if overlap:
+                shared[0] += float(overlap)
+                shared[1] += float(f2) * right.token_coverage
+                slices[lang] = (s1, s2)
+        fractions = tuple(float(min(s / c, 1.0)) if c else 0.0 for s, c in zip(shared, covered))
+        text = 0.0
+        if "text" in prints[i] and "text" in prints[j]:
+            _, (t1, t2), (s1, s2) = compare_files(prints[i]["text"], prints[j]["text"])
+            text = float(max(t1, t2))
+            if len(s1):
+                slices["text"] = (s1, s2)
+        pairs.append(Pair(works[i].name, works[j].name, works[i].lab, max(fractions), fractions, int(shared[0]), text,
+                          slices))
+    closest: dict[str, Pair] = {}
+    for pair in sorted(pairs, key=lambda p: (-p.score, p.a, p.b)):
+        for name in (pair.a, pair.b):
+            closest.setdefault(name, pair)
+    listed = sorted((p for p in pairs if p.score >= threshold and p.shared >= MIN_SHARED),
+                    key=lambda p: (-p.score, -p.shared, p.a, p.b))
+    return listed, closest
+
+
+@dataclass(frozen=True)
+class Report:
+    """A class's similarity report: per lab its listed pairs, each submission's closest, and the texts shown."""
+
+    out: Path
+    threshold: float
+    names: bool
+    pairs: dict[str, list[Pair]]
+    closest: dict[str, dict[str, Pair]]
+    works: dict[str, dict[str, Work]]
+    aliases: dict[str, str]
+    """Submission name -> what the report calls it (its name with ``names``, else a pseudonym)."""
+
+    def shown(self, name: str) -> str:
+        return self.aliases.get(name, name)
+
+
+def alias(secret: bytes, lab: str, name: str) -> str:
+    """A submission's pseudonym in ``lab``'s report: ``S`` and 6 hex digits of an HMAC keyed by the class's
+    secret (the marking page's, :func:`grader.mark.state.pseudonym`), unrelated to the name."""
+    from grader.mark import state
+
+    return "S" + state.pseudonym(secret, f"similarity:{lab}", name)[:6]
+
+
+def build(out: Path, *, labs: list[str] | None = None, names: bool = False,
+          threshold: float = THRESHOLD, repo: Path | None = None, jobs: int = 1) -> Report:
+    """Compare the graded submissions of ``out`` (of ``labs``, default every lab it holds)."""
+    from grader import REPO
+    from grader.core import records as stored
+    from grader.mark import store
+    from util.labs import LABS
+
+    records = stored.load_all(out)
+    by_lab: dict[str, dict[str, Previous]] = {}
+    for name, record in records.items():
+        if record.result.lab in LABS and (not labs or record.result.lab in labs) and not record.retry:
+            by_lab.setdefault(record.result.lab, {})[name] = record
+    secret = b"" if names else store.Store(out).secret()
+    pairs, closest, works, aliases = {}, {}, {}, {}
+    for lab_name, group in by_lab.items():
+        lab = LABS[lab_name]
+        handout = Handout.of(lab, repo or REPO)
+        lab_works = [read_work(out, name, record, lab, handout) for name, record in group.items()]
+        pairs[lab_name], closest[lab_name] = compare(lab_works, handout, threshold=threshold, jobs=jobs)
+        works[lab_name] = {w.name: w for w in lab_works}
+        aliases.update({name: name if names else alias(secret, lab_name, name) for name in group})
+    return Report(out, threshold, names, pairs, closest, works, aliases)
+
+
+def closest_of(out: Path, lab: str) -> dict[str, tuple[str, float]] | None:
+    """Submission -> (its closest match as the report names it, score), from ``similarity.json``; ``None``
+    when no similarity report was made for ``lab`` in ``out`` (the gradebook then has no such columns)."""
+    try:
+        data = json.loads(class_file(out, JSON).read_text(encoding="utf-8"))
+        found = data["labs"][lab]
+        return {str(k): (str(v["match"]), float(v["score"])) for k, v in found.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def write(report: Report) -> list[Path]:
+    """Write ``similarity.csv``, ``similarity.json`` and ``similarity.html`` into the class folder."""
+    from grader.report import similarity_page
+
+    headers = ["lab", "a", "b", "score", "a shared", "b shared", "shared characters", "written answers"]
+    rows = [[p.lab, report.shown(p.a), report.shown(p.b), round(p.score, 3), round(p.fractions[0], 3),
+             round(p.fractions[1], 3), p.shared, round(p.text, 3)] for lab in report.pairs for p in report.pairs[lab]]
+    labs = {lab: {name: {"match": report.shown(p.b if p.a == name else p.a), "score": round(p.score, 3)}
+                  for name, p in sorted(found.items())} for lab, found in report.closest.items()}
+    return [files.write_csv(class_file(report.out, CSV), headers, rows),
+            files.write_text(class_file(report.out, JSON), json.dumps(
+                {"threshold": report.threshold, "names": report.names, "labs": labs}, indent=1) + "\n"),
+            similarity_page.write(class_file(report.out, HTML), report)]
+
+
+def main(*, out: Path, labs: list[str] | None = None, names: bool = False, threshold: float = THRESHOLD,
+         jobs: int = 1) -> int:
+    """``python -m grader similarity``: write the class's similarity report; 0 when written, 2 when there is
+    nothing to compare. Rebuild the gradebooks (``python -m grader report``) to add its columns."""
+    import sys
+
+    report = build(out, labs=labs, names=names, threshold=threshold, jobs=jobs)
+    if not report.works:
+        print(f"grader: {out} holds no graded submission{' of ' + ', '.join(labs) if labs else ''}: run "
+              f"`python -m grader grade ... --out {out}` first", file=sys.stderr)
+        return 2
+    write(report)
+    for lab, found in report.pairs.items():
+        print(f"{lab}: {len(report.works[lab])} submissions, {len(found)} pairs at or above {threshold:.0%}")
+        for p in found[:10]:
+            print(f"  {safe_text.terminal(report.shown(p.a), 80)} ~ {safe_text.terminal(report.shown(p.b), 80)}: "
+                  f"{p.score:.0%} ({p.shared} characters of code shared)")
+    print(f"\n{out}: {HTML}, {CSV} and {JSON} written; `python -m grader report --out {out}` adds each "
+          "submission's closest match to its lab's gradebook. No grade changed.")
+    return 0
