@@ -134,7 +134,7 @@ def test_the_handouts_code_never_counts_as_shared(lab13_class):
     respaced = report.works["lab13"]["blank_respaced"]
     assert respaced.parts["python"]  # its cells differ from the handout's, so they are read...
     prints = similarity._prints(respaced, handout)["python"]
-    assert prints.hashes == set() and prints.token_coverage == 0  # ...and every k-gram of them is the handout's
+    assert prints.hashes == set() and prints.coverage == 0  # ...and every k-gram of them is the handout's
     # the solution's own code has fingerprints, and none of them is the handout's
     solution = similarity._fingerprint(report.works["lab13"]["solution"].parts["python"], "python")
     kept = similarity._fingerprint(report.works["lab13"]["solution"].parts["python"], "python",
@@ -274,3 +274,39 @@ def test_the_command_line_default_threshold_is_the_modules():
 
     [sub] = [a for a in cli.parser()._actions if getattr(a, "choices", None) and "similarity" in a.choices]
     assert f"default: {similarity.THRESHOLD}" in sub.choices["similarity"].format_help()
+
+
+def test_a_submission_moved_away_is_read_from_the_copy_the_grader_kept(tmp_path):
+    out = tmp_path / "class"
+    for name in ("kept", "other"):
+        path = tmp_path / "submitted" / f"{name}.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(SOLUTION, path)
+        _record(out, name, path)
+    (tmp_path / "submitted" / "kept.ipynb").rename(out / "kept" / "executed.ipynb")  # the original is gone
+    report = similarity.build(out, names=True)
+    [pair] = report.pairs["lab13"]
+    assert {pair.a, pair.b} == {"kept", "other"} and pair.score == pytest.approx(1.0)
+    assert similarity.submitted_files(out, "kept", records.load(out / "kept"), LAB13) == (
+        out / "kept" / "executed.ipynb", None)
+
+
+def test_no_line_of_the_handouts_is_marked_as_shared(lab13_class):
+    """A handout line shorter than copydetect's k-grams (a signature, a docstring) is in none of the handout's
+    k-grams; it is still never marked: each character marked lies on a line of the submission's own."""
+    out, report = lab13_class
+    handout = similarity.Handout.of(LAB13, REPO)
+    checked = 0
+    for pair in report.pairs["lab13"]:
+        for name, passages in zip((pair.a, pair.b), pair.slices["python"]):
+            text = report.works["lab13"][name].parts["python"]
+            marked = [False] * len(text)
+            for start, end in zip(*passages.tolist()):
+                marked[start:end] = [True] * (end - start)
+            at = 0
+            for line in text.splitlines(keepends=True):
+                if any(m and not c.isspace() for m, c in zip(marked[at:at + len(line)], line)):
+                    assert "".join(line.split()) not in handout.lines, (name, line)
+                    checked += 1
+                at += len(line)
+    assert checked > 1000

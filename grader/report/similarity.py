@@ -34,6 +34,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,8 +46,8 @@ from util.contract import Lab
 NOISE = 50
 """copydetect's noise threshold: the k of its k-grams, in characters of filtered code (``V=V.V(V,V)`` is 10;
 50 is four to six statements). Measured on lab 13 (``tests/test_similarity.py``): at copydetect's default of 25,
-two notebooks written from the handout alone shared 44% and 27% of their code with the solution (the handout's
-formulas leave few ways to write a line); at 50, 26% and 11%, while disguised copies of the solution (names,
+two notebooks written from the handout alone shared 33% and 19% of their code with the solution (the handout's
+formulas leave few ways to write a line); at 50, 19% and 9%, while disguised copies of the solution (names,
 order, comments and spacing changed) kept 99-100% and one with a line inserted every third line 84%."""
 WINDOW = 1
 """Winnowing window: 1 keeps every k-gram (copydetect's default guarantee = noise). A wider window keeps
@@ -95,7 +96,8 @@ class Pair:
     b: str
     lab: str
     score: float
-    """The larger of the two shared fractions (the fraction of a side's own code found in the other)."""
+    """The larger of the two shared fractions (the fraction of a side's own code found in the other, the handout's
+    characters counted in neither)."""
     fractions: tuple[float, float]
     shared: int
     """Characters of filtered code shared (of ``a``)."""
@@ -138,6 +140,10 @@ class Handout:
     """Its code cells, whitespace-trimmed: a submission's cell equal to one is dropped."""
     boilerplate: dict[str, np.ndarray]
     """Part -> copydetect's boilerplate hashes."""
+    lines: frozenset[str] = frozenset()
+    """Every line of its code, without its whitespace: a line of a submission equal to one (a signature, a
+    docstring, a comment of the handout's, however short, however spaced) is the handout's, never counted or
+    shown as shared."""
 
     @classmethod
     def of(cls, lab: Lab, repo: Path) -> "Handout":
@@ -157,39 +163,101 @@ class Handout:
                              if c.get("cell_type") == "markdown"]
         boilerplate = {lang: np.unique(np.array(sorted(h for t in found for h in _fingerprint(t, lang).hashes),
                                                 dtype=np.int64)) for lang, found in texts.items()}
-        return cls(frozenset(c.strip() for c in cells), boilerplate)
+        lines = frozenset("".join(line.split()) for lang, found in texts.items() if lang != "text" for t in found
+                          for line in t.splitlines() if line.strip())
+        return cls(frozenset(c.strip() for c in cells), boilerplate, lines)
 
 
-def _fingerprint(text: str, lang: str, boilerplate: np.ndarray | None = None, starts: tuple[int, ...] = ()):
-    """copydetect's fingerprint of ``text`` (a part, its pieces starting at ``starts``), ``boilerplate`` and the
-    k-grams that span two pieces left out. The text is tokenized once, by copydetect's ``filter_code``; the
-    fingerprint is made of what it returns, exactly as ``CodeFingerprint(filter=True)`` makes it."""
+@dataclass(frozen=True)
+class Print:
+    """copydetect's fingerprint of one part of a submission, and which of its characters are the handout's."""
+
+    fp: Any
+    """The :class:`copydetect.CodeFingerprint`."""
+    raw: np.ndarray
+    """Per character of the filtered code (and one past the end), its offset in the text, as copydetect maps
+    passages back to the text."""
+    own: np.ndarray
+    """Per character of the filtered code: ``False`` where a k-gram of the handout's covers it."""
+    coverage: int
+    """Characters of filtered code that are the submission's own and that its fingerprints cover."""
+
+    @property
+    def hashes(self) -> set:
+        return self.fp.hashes
+
+    def own_passages(self, slices: np.ndarray) -> tuple[int, np.ndarray]:
+        """copydetect's passages ``slices`` (in the text) less the handout's characters: how many characters of
+        filtered code they hold, and the passages left, in the text."""
+        inside = np.zeros(len(self.own), dtype=bool)
+        for start, end in zip(*(np.searchsorted(self.raw, np.asarray(x, dtype=np.int64)) for x in slices)):
+            inside[start:end] = True
+        keep = inside & self.own
+        edges = np.diff(np.concatenate([[0], keep.astype(np.int8), [0]]))
+        starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+        return int(keep.sum()), np.array([self.raw[starts], self.raw[ends]], dtype=np.int64)
+
+
+def _covered(positions: np.ndarray, length: int) -> np.ndarray:
+    """The characters of ``length`` that a k-gram starting at one of ``positions`` covers."""
+    mask = np.zeros(length, dtype=bool)
+    if len(positions):
+        spans = (np.asarray(positions, dtype=np.int64)[:, None] + np.arange(NOISE)).ravel()
+        mask[spans[spans < length]] = True
+    return mask
+
+
+def _given_lines(text: str, lines: frozenset[str]) -> np.ndarray:
+    """Per character of ``text``: whether it lies on a line equal (whitespace left out) to one of ``lines``."""
+    mask, at = np.zeros(len(text) + 1, dtype=bool), 0
+    for line in text.splitlines(keepends=True):
+        bare = "".join(line.split())
+        if bare and bare in lines:
+            mask[at:at + len(line)] = True
+        at += len(line)
+    return mask
+
+
+def _fingerprint(text: str, lang: str, boilerplate: np.ndarray | None = None, starts: tuple[int, ...] = (),
+                 lines: frozenset[str] = frozenset()) -> Print:
+    """copydetect's fingerprint of ``text`` (a part, its pieces starting at ``starts``), ``boilerplate`` (the
+    handout's hashes) and the k-grams that span two pieces left out. The text is tokenized once, by copydetect's
+    ``filter_code``; the fingerprint is made of what it returns, exactly as ``CodeFingerprint(filter=True)`` makes
+    it. copydetect drops the handout's k-grams, but one that straddles the handout's last line and the student's
+    first still holds handout characters, and a handout line shorter than a k-gram (a signature) is in none of
+    them: :attr:`Print.own` marks both (the characters of the handout's k-grams and of its ``lines``), and they
+    are never counted or shown."""
     from copydetect import CodeFingerprint
-    from copydetect.utils import filter_code
+    from copydetect.utils import filter_code, hashed_kgrams
 
     name = {"python": "code.py", "cpp": "code.cpp", "text": "answers.txt"}[lang]
     filtered, offsets = (text, np.array([])) if lang == "text" else filter_code(text, name)
-    across = _across(filtered, offsets, starts)
+    positions = np.arange(len(filtered) + 1)
+    raw = (positions + offsets[:, 1][np.clip(np.searchsorted(offsets[:, 0], positions), 0, offsets.shape[0] - 1)]
+           if len(offsets) else positions)
+    raw = np.minimum(raw, len(text))
+    handout = boilerplate if boilerplate is not None else np.array([], dtype=np.int64)
+    across = _across(filtered, raw, starts)
     if across:
-        own = boilerplate if boilerplate is not None else np.array([], dtype=np.int64)
-        boilerplate = np.union1d(own, np.array(across, dtype=np.int64))
+        boilerplate = np.union1d(handout, np.array(across, dtype=np.int64))
     found = CodeFingerprint(name, NOISE, WINDOW, boilerplate=boilerplate, filter=False, fp=io.StringIO(filtered))
     found.raw_code, found.offsets = text, offsets  # what CodeFingerprint(filter=True) keeps: passages map to the text
-    return found
+    theirs = (np.flatnonzero(np.isin(hashed_kgrams(filtered, NOISE), handout)) if len(handout) and
+              len(filtered) >= NOISE else [])
+    own = ~_covered(theirs, len(filtered))
+    if lines:
+        own &= ~_given_lines(text, lines)[raw[:-1]]
+    kept = [i for found_at in found.hash_idx.values() for i in found_at]
+    return Print(found, raw, own, int((_covered(kept, len(filtered)) & own).sum()))
 
 
-def _across(filtered: str, offsets: np.ndarray, starts: tuple[int, ...]) -> list[int]:
+def _across(filtered: str, raw: np.ndarray, starts: tuple[int, ...]) -> list[int]:
     """copydetect's hashes of the k-grams of ``filtered`` that span the start of a piece (``starts``: offsets
-    in the unfiltered text): left out, so that what is shared lies within one cell, file or answer, whatever
-    order they come in."""
+    in the text; ``raw``: each filtered character's): left out, so that what is shared lies within one cell,
+    file or answer, whatever order they come in."""
     if not starts or not filtered:
         return []
-    if len(offsets):  # unfiltered offset of each filtered character, as copydetect maps passages back
-        raw = np.arange(len(filtered)) + offsets[:, 1][np.clip(np.searchsorted(offsets[:, 0], np.arange(len(filtered))),
-                                                               0, offsets.shape[0] - 1)]
-        edges = np.searchsorted(raw, np.array(starts)).tolist()
-    else:
-        edges = list(starts)
+    edges = np.searchsorted(raw, np.array(starts)).tolist()
     return [hash(filtered[i:i + NOISE]) for edge in edges for i in range(max(edge - NOISE, 0), edge + 1)
             if i + NOISE <= len(filtered)]
 
@@ -232,7 +300,8 @@ def _prints(work: Work, handout: Handout) -> dict:
             for chunk in chunks[:-1]:
                 at += len(chunk) + len(SEPARATOR[lang])
                 starts.append(at)
-            found[lang] = _fingerprint(work.parts[lang], lang, handout.boilerplate.get(lang), tuple(starts))
+            found[lang] = _fingerprint(work.parts[lang], lang, handout.boilerplate.get(lang), tuple(starts),
+                                       handout.lines if lang != "text" else frozenset())
     return found
 
 
@@ -272,26 +341,29 @@ def compare(works: list[Work], handout: Handout, *, threshold: float = THRESHOLD
             chosen.add((min(i, j), max(i, j)))
     pairs = []
     for i, j in sorted(chosen):
-        shared, covered, slices = [0.0, 0.0], [0.0, 0.0], {}
+        shared, covered, slices = [0, 0], [0, 0], {}
         for lang in code_langs:
             left, right = prints[i].get(lang), prints[j].get(lang)
-            covered[0] += left.token_coverage if left else 0
-            covered[1] += right.token_coverage if right else 0
+            covered[0] += left.coverage if left else 0
+            covered[1] += right.coverage if right else 0
             if left is None or right is None:
                 continue
-            overlap, (f1, f2), (s1, s2) = compare_files(left, right)
+            overlap, _, (s1, s2) = compare_files(left.fp, right.fp)
             if overlap:
-                shared[0] += float(overlap)
-                shared[1] += float(f2) * right.token_coverage
-                slices[lang] = (s1, s2)
-        fractions = tuple(float(min(s / c, 1.0)) if c else 0.0 for s, c in zip(shared, covered))
+                (n1, p1), (n2, p2) = left.own_passages(s1), right.own_passages(s2)
+                shared[0], shared[1] = shared[0] + n1, shared[1] + n2
+                slices[lang] = (p1, p2)
+        fractions = tuple(min(s / c, 1.0) if c else 0.0 for s, c in zip(shared, covered))
         text = 0.0
         if "text" in prints[i] and "text" in prints[j]:
-            _, (t1, t2), (s1, s2) = compare_files(prints[i]["text"], prints[j]["text"])
-            text = float(max(t1, t2))
-            if len(s1):
-                slices["text"] = (s1, s2)
-        pairs.append(Pair(works[i].name, works[j].name, works[i].lab, max(fractions), fractions, int(shared[0]), text,
+            left, right = prints[i]["text"], prints[j]["text"]
+            overlap, _, (s1, s2) = compare_files(left.fp, right.fp)
+            if overlap:
+                (n1, p1), (n2, p2) = left.own_passages(s1), right.own_passages(s2)
+                text = max(min(n1 / left.coverage, 1.0) if left.coverage else 0.0,
+                           min(n2 / right.coverage, 1.0) if right.coverage else 0.0)
+                slices["text"] = (p1, p2)
+        pairs.append(Pair(works[i].name, works[j].name, works[i].lab, max(fractions), fractions, shared[0], text,
                           slices))
     closest: dict[str, Pair] = {}
     for pair in sorted(pairs, key=lambda p: (-p.score, p.a, p.b)):
