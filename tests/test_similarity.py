@@ -165,7 +165,7 @@ def test_the_command_writes_the_page_the_csv_and_the_gradebook_column(tmp_path, 
     assert 20 <= len(rows) <= 21 and all(float(r["score"]) >= 0.5 for r in rows)  # of the 21 pairs of 7 copies
     assert [float(r["score"]) for r in rows] == sorted((float(r["score"]) for r in rows), reverse=True)
     aliases = {r["a"] for r in rows} | {r["b"] for r in rows}
-    assert len(aliases) == 7 and all(re.fullmatch(r"S[0-9a-f]{6}", a) for a in aliases)  # anonymous by default
+    assert len(aliases) == 7 and all(re.fullmatch(r"S[0-9a-f]{8}", a) for a in aliases)  # anonymous by default
     page = (out / "similarity.html").read_text(encoding="utf-8")
     for name in COPYING | set(APART):
         assert name not in page and name not in (out / "similarity.csv").read_text(encoding="utf-8")

@@ -392,11 +392,11 @@ class Report:
 
 
 def alias(secret: bytes, lab: str, name: str) -> str:
-    """A submission's pseudonym in ``lab``'s report: ``S`` and 6 hex digits of an HMAC keyed by the class's
+    """A submission's pseudonym in ``lab``'s report: ``S`` and 8 hex digits of an HMAC keyed by the class's
     secret (the marking page's, :func:`grader.mark.state.pseudonym`), unrelated to the name."""
     from grader.mark import state
 
-    return "S" + state.pseudonym(secret, f"similarity:{lab}", name)[:6]
+    return "S" + state.pseudonym(secret, f"similarity:{lab}", name)[:8]
 
 
 def build(out: Path, *, labs: list[str] | None = None, names: bool = False,
@@ -412,7 +412,10 @@ def build(out: Path, *, labs: list[str] | None = None, names: bool = False,
     for name, record in records.items():
         if record.result.lab in LABS and (not labs or record.result.lab in labs) and not record.retry:
             by_lab.setdefault(record.result.lab, {})[name] = record
-    secret = b"" if names else store.Store(out).secret()
+    secret = b""
+    if not names:
+        with store.Store(out) as marks:  # the class's key, kept in marks.sqlite (made when absent)
+            secret = marks.secret()
     pairs, closest, works, aliases = {}, {}, {}, {}
     for lab_name, group in by_lab.items():
         lab = LABS[lab_name]
