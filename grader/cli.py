@@ -207,7 +207,10 @@ def parser() -> argparse.ArgumentParser:
     sim.add_argument("--threshold", type=float, metavar="F",
                      help="list the pairs sharing at least this fraction of one side's code (default: 0.5)")
     sim.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                     help="fingerprint the submissions in N processes (default: %(default)s)")
+                     help="tokenize the submissions in N processes (default: %(default)s)")
+    sim.add_argument("--cluster", metavar="ADDRESS",
+                     help="tokenize them on a Dask cluster, as grade --cluster grades: local:N, a scheduler's "
+                          "address or its scheduler file; replaces --jobs")
 
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
     c.add_argument("paths", nargs="+", metavar="NOTEBOOK",
@@ -310,6 +313,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _similarity(args) -> int:
+    """``similarity``, its tokenizing on a Dask cluster with ``--cluster`` (report/ knows no cluster: it is given a map)."""
+    from grader.report import similarity
+
+    threshold = similarity.THRESHOLD if args.threshold is None else args.threshold
+    if not args.cluster:
+        return similarity.main(out=args.out, labs=args.lab, names=args.names, threshold=threshold, jobs=args.jobs)
+    from grader.grade import cluster
+
+    try:
+        client, local = cluster.connect(args.cluster)
+    except (ValueError, OSError) as exc:
+        print(f"grader: --cluster {args.cluster}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return similarity.main(out=args.out, labs=args.lab, names=args.names, threshold=threshold,
+                               mapper=lambda function, items: client.gather(client.map(function, items, pure=False)))
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
@@ -336,10 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         from grader.mark import server
         return server.main(out=args.out, port=args.port, marker=args.marker)
     if args.command == "similarity":
-        from grader.report import similarity
-        return similarity.main(out=args.out, labs=args.lab, names=args.names,
-                               threshold=similarity.THRESHOLD if args.threshold is None else args.threshold,
-                               jobs=args.jobs)
+        return _similarity(args)
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,

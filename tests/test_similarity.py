@@ -133,7 +133,7 @@ def test_the_handouts_code_never_counts_as_shared(lab13_class):
     handout = similarity.Handout.of(LAB13, REPO)
     respaced = report.works["lab13"]["blank_respaced"]
     assert respaced.parts["python"]  # its cells differ from the handout's, so they are read...
-    prints = similarity._prints(respaced, handout)["python"]
+    prints = similarity._prints(respaced, handout, similarity.work_tokens(respaced))["python"]
     assert prints.hashes == set() and prints.coverage == 0  # ...and every k-gram of them is the handout's
     # the solution's own code has fingerprints, and none of them is the handout's
     solution = similarity._fingerprint(report.works["lab13"]["solution"].parts["python"], "python")
@@ -283,10 +283,18 @@ def test_a_submission_moved_away_is_read_from_the_copy_the_grader_kept(tmp_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(SOLUTION, path)
         _record(out, name, path)
-    (tmp_path / "submitted" / "kept.ipynb").rename(out / "kept" / "executed.ipynb")  # the original is gone
+    kept = json.loads((tmp_path / "submitted" / "kept.ipynb").read_text(encoding="utf-8"))
+    from util.hidden import cell_source
+
+    kept["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                          "source": cell_source("lab13", Path("/tmp/cases.json"), {"13.1": [["a case", {"n": 8}]]})})
+    (out / "kept" / "executed.ipynb").write_text(json.dumps(kept), encoding="utf-8")  # as the grader keeps it
+    (tmp_path / "submitted" / "kept.ipynb").unlink()  # the original is gone
     report = similarity.build(out, names=True)
     [pair] = report.pairs["lab13"]
     assert {pair.a, pair.b} == {"kept", "other"} and pair.score == pytest.approx(1.0)
+    assert pair.fractions == (pytest.approx(1.0), pytest.approx(1.0))  # the grader's appended cell is not the student's
+    assert "run_cases" not in report.works["lab13"]["kept"].parts["python"]
     assert similarity.submitted_files(out, "kept", records.load(out / "kept"), LAB13) == (
         out / "kept" / "executed.ipynb", None)
 
@@ -310,3 +318,39 @@ def test_no_line_of_the_handouts_is_marked_as_shared(lab13_class):
                     checked += 1
                 at += len(line)
     assert checked > 1000
+
+
+def test_tokens_made_in_other_processes_give_the_same_scores(lab13_class):
+    """What ``--jobs`` and ``--cluster`` spread is copydetect's tokenizing, which any interpreter does alike (a
+    spawned one has another ``hash(str)`` key): the scores are those of one process."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    out, report = lab13_class
+
+    def spawned(function, items):
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+            return list(pool.map(function, items))
+
+    again = similarity.build(out, names=True, mapper=spawned)
+    assert [(p.a, p.b, p.score, p.shared) for p in again.pairs["lab13"]] == [
+        (p.a, p.b, p.score, p.shared) for p in report.pairs["lab13"]]
+
+
+def test_the_command_tokenizes_on_a_dask_cluster_as_it_does_here(tmp_path, capsys):
+    from grader import cli
+
+    out = tmp_path / "class"
+    for name, source in (("solution", SOLUTION), ("example", EXAMPLE), ("independent", HANDOUT)):
+        path = tmp_path / "submitted" / f"{name}.ipynb"
+        if name == "independent":
+            independent.notebook(HANDOUT, path, "a")
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, path)
+        _record(out, name, path)
+    assert cli.main(["similarity", str(out), "--names"]) == 0
+    here = (out / "similarity.csv").read_text(encoding="utf-8")
+    assert cli.main(["similarity", str(out), "--names", "--cluster", "local:1"]) == 0
+    assert (out / "similarity.csv").read_text(encoding="utf-8") == here
+    assert here.count("\n") == 2 and "example,solution" in here

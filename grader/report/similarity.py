@@ -21,7 +21,8 @@ the threshold), ``similarity.json`` (per submission its closest match and score:
 ``similar to`` and ``similarity`` columns, :func:`grader.report.gradebook.lab_table`). Submissions are shown
 under pseudonyms unless ``names``. It changes no grade: it points an instructor at what to read.
 
-Scale: fingerprints are made once per submission; every pair's shared fingerprints are counted (a set
+Scale: each submission is tokenized once (the costly step: in ``jobs`` processes, or on a Dask cluster's workers
+through ``mapper``, as ``python -m grader similarity --cluster`` does) and fingerprinted here; every pair's shared fingerprints are counted (a set
 intersection, copydetect's own first step), and copydetect's full comparison (the shared fraction and
 passages) runs on each submission's :data:`CANDIDATES` closest by that count (as MOSS reports a bounded number
 of pairs): every submission's closest matches are listed, though in a group of more than six submissions that all
@@ -34,7 +35,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -218,20 +219,37 @@ def _given_lines(text: str, lines: frozenset[str]) -> np.ndarray:
     return mask
 
 
+NAMES = {"python": "code.py", "cpp": "code.cpp", "text": "answers.txt"}
+"""The file name copydetect is told for a part: Pygments picks its lexer by it."""
+
+
+def tokens(text: str, lang: str) -> tuple[str, np.ndarray]:
+    """copydetect's ``filter_code`` of ``text``: its filtered code and offsets (written answers: as they are).
+    The costly step (Pygments' lexer), and a pure one: any process, on any machine, gives the same."""
+    from copydetect.utils import filter_code
+
+    return (text, np.array([])) if lang == "text" else filter_code(text, NAMES[lang])
+
+
+def work_tokens(work: Work) -> dict[str, tuple[str, np.ndarray]]:
+    """:func:`tokens` of every part of ``work`` (what ``--jobs`` and ``--cluster`` spread)."""
+    return {lang: tokens(work.parts[lang], lang) for lang, found in work.chunks.items() if found}
+
+
 def _fingerprint(text: str, lang: str, boilerplate: np.ndarray | None = None, starts: tuple[int, ...] = (),
-                 lines: frozenset[str] = frozenset()) -> Print:
+                 lines: frozenset[str] = frozenset(), tokenized: tuple[str, np.ndarray] | None = None) -> Print:
     """copydetect's fingerprint of ``text`` (a part, its pieces starting at ``starts``), ``boilerplate`` (the
     handout's hashes) and the k-grams that span two pieces left out. The text is tokenized once, by copydetect's
     ``filter_code``; the fingerprint is made of what it returns, exactly as ``CodeFingerprint(filter=True)`` makes
-    it. copydetect drops the handout's k-grams, but one that straddles the handout's last line and the student's
+    it (``tokenized``: that result, made elsewhere). copydetect drops the handout's k-grams, but one that straddles the handout's last line and the student's
     first still holds handout characters, and a handout line shorter than a k-gram (a signature) is in none of
     them: :attr:`Print.own` marks both (the characters of the handout's k-grams and of its ``lines``), and they
     are never counted or shown."""
     from copydetect import CodeFingerprint
-    from copydetect.utils import filter_code, hashed_kgrams
+    from copydetect.utils import hashed_kgrams
 
-    name = {"python": "code.py", "cpp": "code.cpp", "text": "answers.txt"}[lang]
-    filtered, offsets = (text, np.array([])) if lang == "text" else filter_code(text, name)
+    name = NAMES[lang]
+    filtered, offsets = tokenized if tokenized is not None else tokens(text, lang)
     positions = np.arange(len(filtered) + 1)
     raw = (positions + offsets[:, 1][np.clip(np.searchsorted(offsets[:, 0], positions), 0, offsets.shape[0] - 1)]
            if len(offsets) else positions)
@@ -276,6 +294,13 @@ def submitted_files(out: Path, name: str, record: Previous, lab: Lab) -> tuple[P
     return (kept if kept.is_file() else None), None
 
 
+def _appended() -> str:
+    """The first line of the cell the grader appends to a notebook to run its hidden cases (:mod:`util.hidden`)."""
+    from util.hidden import cell_source
+
+    return cell_source("lab", Path("cases.json"), {}).split("\n", 1)[0]
+
+
 def read_work(out: Path, name: str, record: Previous, lab: Lab, handout: Handout) -> Work:
     """What ``name`` wrote itself: its code cells that are not the handout's, its support code, its answers."""
     path, folder = submitted_files(out, name, record, lab)
@@ -283,7 +308,9 @@ def read_work(out: Path, name: str, record: Previous, lab: Lab, handout: Handout
         cells = _cells(path) if path is not None else []
     except (OSError, ValueError):
         cells = []
-    chunks: dict[str, tuple[str, ...]] = {"python": tuple(c for c in cells if c.strip() and c.strip() not in handout.cells)}
+    appended = _appended()  # executed.ipynb ends with the grader's cell of hidden cases: never the student's
+    chunks: dict[str, tuple[str, ...]] = {"python": tuple(c for c in cells if c.strip() and c.strip() not in handout.cells
+                                                          and not c.startswith(appended))}
     if folder is not None:
         for lang, texts in _support_code(folder, lab).items():
             chunks[lang] = chunks.get(lang, ()) + tuple(t for t in texts if t.strip())
@@ -291,7 +318,7 @@ def read_work(out: Path, name: str, record: Previous, lab: Lab, handout: Handout
     return Work(name, lab.name, chunks)
 
 
-def _prints(work: Work, handout: Handout) -> dict:
+def _prints(work: Work, handout: Handout, tokenized: dict[str, tuple[str, np.ndarray]]) -> dict[str, Print]:
     """Part -> copydetect's fingerprint of what ``work`` wrote in it, the handout's code left out."""
     found = {}
     for lang, chunks in work.chunks.items():
@@ -301,30 +328,37 @@ def _prints(work: Work, handout: Handout) -> dict:
                 at += len(chunk) + len(SEPARATOR[lang])
                 starts.append(at)
             found[lang] = _fingerprint(work.parts[lang], lang, handout.boilerplate.get(lang), tuple(starts),
-                                       handout.lines if lang != "text" else frozenset())
+                                       handout.lines if lang != "text" else frozenset(), tokenized.get(lang))
     return found
 
 
-def _all_prints(works: list[Work], handout: Handout, jobs: int) -> list[dict]:
-    """Every work's fingerprints, in ``jobs`` processes. They are forked, never spawned: copydetect hashes with
-    Python's ``hash(str)``, whose key a forked process shares and a new one does not."""
-    import multiprocessing
+Mapper = Callable[[Callable, list], list]
+"""``mapper(function, items)`` -> ``[function(item) for item in items]``, computed anywhere (a Dask cluster's)."""
+
+
+def _all_prints(works: list[Work], handout: Handout, jobs: int, mapper: Mapper | None = None) -> list[dict]:
+    """Every work's fingerprints. Their tokens are made by ``mapper``, else in ``jobs`` processes; the hashes
+    here, in this process: copydetect hashes with Python's ``hash(str)``, whose key differs from one process to
+    the next (``PYTHONHASHSEED``), so fingerprints made in two processes would never match."""
     from concurrent.futures import ProcessPoolExecutor
-    from functools import partial
 
-    if jobs <= 1 or len(works) < 2 * jobs:
-        return [_prints(w, handout) for w in works]
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(partial(_prints, handout=handout), works, chunksize=max(len(works) // (4 * jobs), 1)))
+    if mapper is not None:
+        made = mapper(work_tokens, works)
+    elif jobs <= 1 or len(works) < 2 * jobs:
+        made = [work_tokens(w) for w in works]
+    else:
+        with ProcessPoolExecutor(jobs) as pool:
+            made = list(pool.map(work_tokens, works, chunksize=max(len(works) // (4 * jobs), 1)))
+    return [_prints(w, handout, t) for w, t in zip(works, made)]
 
 
-def compare(works: list[Work], handout: Handout, *, threshold: float = THRESHOLD,
-            candidates: int = CANDIDATES, jobs: int = 1) -> tuple[list[Pair], dict[str, Pair]]:
+def compare(works: list[Work], handout: Handout, *, threshold: float = THRESHOLD, candidates: int = CANDIDATES,
+            jobs: int = 1, mapper: Mapper | None = None) -> tuple[list[Pair], dict[str, Pair]]:
     """The pairs of ``works`` (one lab's) above ``threshold``, best first, and each submission's closest pair
-    (any score) among those compared in full; fingerprints made in ``jobs`` processes."""
+    (any score) among those compared in full; tokenized in ``jobs`` processes or by ``mapper``."""
     from copydetect import compare_files
 
-    prints = _all_prints(works, handout, jobs)
+    prints = _all_prints(works, handout, jobs, mapper)
     code_langs = sorted({lang for p in prints for lang in p if lang != "text"})
     chosen: set[tuple[int, int]] = set()
     counts: list[list[tuple[int, int]]] = [[] for _ in works]
@@ -400,7 +434,8 @@ def alias(secret: bytes, lab: str, name: str) -> str:
 
 
 def build(out: Path, *, labs: list[str] | None = None, names: bool = False,
-          threshold: float = THRESHOLD, repo: Path | None = None, jobs: int = 1) -> Report:
+          threshold: float = THRESHOLD, repo: Path | None = None, jobs: int = 1,
+          mapper: Mapper | None = None) -> Report:
     """Compare the graded submissions of ``out`` (of ``labs``, default every lab it holds)."""
     from grader import REPO
     from grader.core import records as stored
@@ -421,7 +456,7 @@ def build(out: Path, *, labs: list[str] | None = None, names: bool = False,
         lab = LABS[lab_name]
         handout = Handout.of(lab, repo or REPO)
         lab_works = [read_work(out, name, record, lab, handout) for name, record in group.items()]
-        pairs[lab_name], closest[lab_name] = compare(lab_works, handout, threshold=threshold, jobs=jobs)
+        pairs[lab_name], closest[lab_name] = compare(lab_works, handout, threshold=threshold, jobs=jobs, mapper=mapper)
         works[lab_name] = {w.name: w for w in lab_works}
         aliases.update({name: name if names else alias(secret, lab_name, name) for name in group})
     return Report(out, threshold, names, pairs, closest, works, aliases)
@@ -454,12 +489,12 @@ def write(report: Report) -> list[Path]:
 
 
 def main(*, out: Path, labs: list[str] | None = None, names: bool = False, threshold: float = THRESHOLD,
-         jobs: int = 1) -> int:
+         jobs: int = 1, mapper: Mapper | None = None) -> int:
     """``python -m grader similarity``: write the class's similarity report; 0 when written, 2 when there is
     nothing to compare. Rebuild the gradebooks (``python -m grader report``) to add its columns."""
     import sys
 
-    report = build(out, labs=labs, names=names, threshold=threshold, jobs=jobs)
+    report = build(out, labs=labs, names=names, threshold=threshold, jobs=jobs, mapper=mapper)
     if not report.works:
         print(f"grader: {out} holds no graded submission{' of ' + ', '.join(labs) if labs else ''}: run "
               f"`python -m grader grade ... --out {out}` first", file=sys.stderr)
