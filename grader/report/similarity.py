@@ -11,7 +11,9 @@ changed comments and spacing still match; what two files share is counted in the
 What counts as the handout's (never shared, whoever wrote it): every code cell of the lab's generated
 notebook (``labs/``) and its support files as the course ships them, and the course modules the lab
 imports (its helpers). A cell equal to one of the handout's is dropped whole; a handout line left inside
-a student's cell is copydetect's boilerplate: its k-grams are removed from every submission.
+a student's cell is copydetect's boilerplate: its k-grams are removed from every submission, and its
+characters are counted and marked on neither side (:class:`Print`). A piece (cell, file, answer) is
+fingerprinted on its own: no k-gram spans two, so the order of the cells does not matter.
 
 Written answers are compared as text (lower case, words only: :func:`normal_text`), their own figure.
 
@@ -21,9 +23,9 @@ the threshold), ``similarity.json`` (per submission its closest match and score:
 ``similar to`` and ``similarity`` columns, :func:`grader.report.gradebook.lab_table`). Submissions are shown
 under pseudonyms unless ``names``. It changes no grade: it points an instructor at what to read.
 
-Scale: each submission is tokenized once (the costly step: in ``jobs`` processes, or on a Dask cluster's workers
-through ``mapper``, as ``python -m grader similarity --cluster`` does) and fingerprinted here; every pair's shared fingerprints are counted (a set
-intersection, copydetect's own first step), and copydetect's full comparison (the shared fraction and
+Scale: each submission is tokenized once (the costly step: in ``jobs`` processes, or on a Dask cluster's
+workers through ``mapper``, as ``python -m grader similarity --cluster`` does) and fingerprinted here; every
+pair's shared fingerprints are counted (a set intersection, copydetect's own first step), and copydetect's full comparison (the shared fraction and
 passages) runs on each submission's :data:`CANDIDATES` closest by that count (as MOSS reports a bounded number
 of pairs): every submission's closest matches are listed, though in a group of more than six submissions that all
 share their code not every pair of the group is. ``benchmarks/bench_similarity.py`` times a lab of 600.
@@ -69,7 +71,6 @@ MAX_CODE = 1 << 20
 CSV, JSON, HTML = "similarity.csv", "similarity.json", "similarity.html"
 SEPARATOR = {"python": "\n\n", "cpp": "\n\n", "text": "\n"}
 """Between the pieces of a part, as shown."""
-
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from grader.core import files, safe_text
 SHOWN = 100
 """Pairs shown side by side per lab (the CSV lists all of them)."""
 POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-PARTS = {"python": "code cells", "cpp": "C++ files", "text": "written answers"}
+PARTS = {"python": "code cells", "cpp": "C++ files", "text": "written answers (as compared: lower case, words only)"}
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5rem auto; max-width: 90rem; padding: 0 1rem; color: #222; }
