@@ -48,8 +48,8 @@ from util.contract import Lab
 
 NOISE = 50
 """copydetect's noise threshold: the k of its k-grams, in characters of filtered code (``V=V.V(V,V)`` is 10;
-50 is four to six statements). Measured on lab 13 (``tests/test_similarity.py``): at copydetect's default of 25,
-two notebooks written from the handout alone shared 33% and 19% of their code with the solution (the handout's
+50 is four to six statements). Measured on the parallelism lab (``tests/test_similarity.py``): at copydetect's
+default of 25, two notebooks written from the handout alone shared 33% and 19% of their code with the solution (the handout's
 formulas leave few ways to write a line); at 50, 19% and 9%, while disguised copies of the solution (names,
 order, comments and spacing changed) kept 99-100% and one with a line inserted every third line 84%."""
 WINDOW = 1
