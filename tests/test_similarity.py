@@ -28,7 +28,7 @@ from webdriver import browser  # noqa: F401 (the fixture)
 from grader import REPO
 from grader.core import records
 from grader.core.results import SubmissionResult, WrittenAnswer
-from grader.report import class_folder, similarity, similarity_page
+from grader.report import class_folder, fingerprint, similarity, similarity_page
 from util.labs import LABS
 
 LAB13 = LABS["lab13"]
@@ -136,8 +136,8 @@ def test_the_handouts_code_never_counts_as_shared(lab13_class):
     prints = similarity._prints(respaced, handout, similarity.work_tokens(respaced))["python"]
     assert prints.hashes == set() and prints.coverage == 0  # ...and every k-gram of them is the handout's
     # the solution's own code has fingerprints, and none of them is the handout's
-    solution = similarity._fingerprint(report.works["lab13"]["solution"].parts["python"], "python")
-    kept = similarity._fingerprint(report.works["lab13"]["solution"].parts["python"], "python",
+    solution = fingerprint.fingerprint(report.works["lab13"]["solution"].parts["python"], "python")
+    kept = fingerprint.fingerprint(report.works["lab13"]["solution"].parts["python"], "python",
                                    handout.boilerplate["python"])
     assert 0 < len(kept.hashes) < len(solution.hashes)
     assert not kept.hashes & set(handout.boilerplate["python"].tolist())
