@@ -109,13 +109,30 @@ def _hostile(lab_name: str, task_id: str, attack: str, spec):
     raise AssertionError(attack)
 
 
+_judged_case: dict = {}
+"""(lab, task) -> the first case whose honest run makes the judge start a student process (else the first case):
+the case the attacks run on, where the judge handles student code, not a value the kernel computed."""
+
+
+def _case(lab_name: str, task_id: str, folder, started: list) -> object:
+    task = get_lab(lab_name).task(task_id)
+    if (lab_name, task_id) not in _judged_case:
+        _judged_case[(lab_name, task_id)] = task.cases[0]
+        for index, case in enumerate(task.cases):
+            started.clear()
+            attack_kit.verdict(lab_name, task_id, case.id, _solution(lab_name, task_id), folder / f"probe{index}")
+            if started:
+                _judged_case[(lab_name, task_id)] = case
+                break
+    return _judged_case[(lab_name, task_id)]
+
+
 @pytest.mark.parametrize(("lab_name", "task_id", "attack", "as_user"), list(_params()))
 def test_the_kit_against_a_judge(lab_name, task_id, attack, as_user, tmp_path, monkeypatch):
     """The honest control and every detector keep the case; every exploit loses it."""
     from grader.execute import student_process
 
     task = get_lab(lab_name).task(task_id)
-    case = task.cases[0]
     started: list[str] = []
     real = student_process.start
 
@@ -124,6 +141,8 @@ def test_the_kit_against_a_judge(lab_name, task_id, attack, as_user, tmp_path, m
         return real(*args, **kwargs)
 
     monkeypatch.setattr(student_process, "start", counting)
+    case = _case(lab_name, task_id, tmp_path, started)
+    started.clear()
     function = _hostile(lab_name, task_id, attack, case.spec)
     problems = attack_kit.verdict(lab_name, task_id, case.id, function, tmp_path, as_user=as_user)
     if attack in attack_kit.EXPLOITS:

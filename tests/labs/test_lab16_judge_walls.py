@@ -1,5 +1,5 @@
 """Lab 16's judges against a loss that carries the labels and counts its calls, and models whose methods lie, each
-beside a control that plays the same wrong answer straight (issue 49, classes 6 and 7).
+beside a control that plays the same wrong answer straight.
 
 * **State and data carried in a pickled function** (16.5): a loss that ignores the teacher and trains on the true
   label of every row, which it carries in its pickle (1,437 bytes), matched to each call by counting the calls and

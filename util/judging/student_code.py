@@ -2,8 +2,8 @@
 
 A function pickled by value (cloudpickle, as a hidden case saves it) runs code when it is unpickled: an object's
 ``__reduce__`` among the function's globals can walk the frames above it and read whatever the process already
-holds. The held-out attacks read a case's spec that way (lab 13), and carried kilobytes of answers in a loss's
-pickle (lab 16.5). So a harness loads the student's code with :func:`load` as the first thing it does with it:
+holds. The held-out attacks read a case's spec that way (a parallel function), and carried kilobytes of answers in a
+loss's pickle. So a harness loads the student's code with :func:`load` as the first thing it does with it:
 
 * before it has received any input, spec or seed of a case (the harness asks for the code first, then the inputs);
 * from a frame of its own that holds nothing but the bytes (the harness's frames above it hold no case either);
