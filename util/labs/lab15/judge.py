@@ -17,6 +17,14 @@ what a case saved, against the grader's own computation (``judge_reference.py``)
   call's logits itself, counts the calls, checks each one's input (the decided tokens, then the draft's
   greedy proposals, no more than the round needs) against its own speculative decoding, and the tokens
   returned against its own greedy decoding of the target.
+* 15.7 :func:`check_prefix`: the prefix cache's record of every call, by memory simulation (each slot holds a
+  token in its context: :func:`~util.labs.lab15.prefix.trace_problems`) and against the grader's own cache: the
+  blocks each prompt reuses, the blocks cached and the evictions after every call.
+* 15.8 :func:`check_sampling`: ``speculative_sample`` run again in a student process against the judge's target,
+  with uniform draws the judge draws from the grading secret (:mod:`util.judging.secret`) and serves run by run:
+  every call, the tokens and the draws used exactly the judge's own run; or, over many runs, the tokens'
+  frequencies against the target's exact sampling distribution (Pearson's chi-square at
+  :data:`DISTRIBUTION_ALPHA`).
 
 The saved bytes are untrusted: JSON is read bounded, arrays without pickle, and every field is checked
 before use. Feedback says what differs and where, never the grader's hidden figures.
