@@ -162,9 +162,10 @@ def test_a_hash_that_ignores_the_parent_reuses_a_block_after_another_prefix(pref
 
 
 def test_evicting_a_held_block_is_caught_on_every_case(prefix_source):
-    cls = _mutated(prefix_source, "            self.evictable.pop(block, None)                 # held again: not "
-                                  "evictable\n", "")
-    assert all(_verdicts(cls))
+    cls = _mutated(prefix_source, "            block = next(iter(self.evictable))\n            del self.evictable[block]\n",
+                   "            block = next(iter(self.names))\n            self.evictable.pop(block, None)\n")
+    found = _verdicts(cls)
+    assert all(found) and all("while another live sequence still reads it" in f[0] for f in found)
 
 
 def test_lru_by_the_first_freed_block_and_a_forged_record_fail_beside_the_honest_one(solution):

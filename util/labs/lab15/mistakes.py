@@ -96,10 +96,11 @@ MISTAKES = (
     ),
     Mistake(
         name="evicts_referenced_block",
-        description="A cached block reused by a new request stays in the eviction queue: when the pool runs short, "
-                    "the cache evicts (and hands out) a block a running request still reads.",
-        replacements=(("            self.evictable.pop(block, None)                 # held again: not evictable\n",
-                       ""),),
+        description="Evicts the block cached longest ago, whether or not a running request still holds it: when "
+                    "the pool runs short, a block a running request still reads is handed to another and written.",
+        replacements=(("            block = next(iter(self.evictable))\n            del self.evictable[block]\n",
+                       "            block = next(iter(self.names))              # the oldest cached block, held or "
+                       "not\n            self.evictable.pop(block, None)\n"),),
         expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
                                             "system prompt",
                                     "multi-turn conversations: each turn repeats the conversation so far",
