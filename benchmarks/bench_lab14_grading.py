@@ -170,8 +170,8 @@ def grading_rows() -> dict[str, float]:
                     sys.exit(f"the judge failed the solution on {task_id} {case.id}: {problems}")
                 rows[f"  judge {task_id}: {case.id[:60]}"] = time.perf_counter() - before
         rows["the judges' work alone (student processes started at the first case)"] = time.perf_counter() - start
-    judge._students.clear()
-    judge._answered.clear()
+    for state in (judge._students, judge._answered, judge._owing, judge._compiled, judge._baseline):
+        state.clear()
     return rows
 
 

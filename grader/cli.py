@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,mark,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,mark,similarity,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -194,6 +194,24 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--names", action="store_true",
                    help="with --export-csv: name each answer's submission (default: the page's pseudonym)")
 
+    sim = _sub(sub, "similarity", "which submissions share their code: a report for the instructor, grading nothing",
+               "Compare, lab by lab, the code each graded submission of CLASS wrote itself (its code cells and "
+               "support files, the handout's code removed) pairwise with copydetect, and its written answers as "
+               "text; write CLASS/similarity.html (the pairs above the threshold, side by side, shared passages "
+               "marked), similarity.csv and similarity.json (each submission's closest match: `python -m grader "
+               "report` adds it to the per-lab gradebooks). Changes no grade.")
+    sim.add_argument("out", type=Path, metavar="CLASS", help="the class folder (grade --out)")
+    sim.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+    sim.add_argument("--names", action="store_true",
+                     help="name the submissions (default: pseudonyms, so a pair is read before knowing whose)")
+    sim.add_argument("--threshold", type=float, metavar="F",
+                     help="list the pairs sharing at least this fraction of one side's code (default: 0.5)")
+    sim.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                     help="tokenize the submissions in N processes (default: %(default)s)")
+    sim.add_argument("--cluster", metavar="ADDRESS",
+                     help="tokenize them on a Dask cluster, as grade --cluster grades: local:N, a scheduler's "
+                          "address or its scheduler file; replaces --jobs")
+
     c = sub.add_parser("check", help="a student's self-check: run a notebook, then its tasks' public checks")
     c.add_argument("paths", nargs="+", metavar="NOTEBOOK",
                    help="a notebook's path, or a lab's name (labN) or notebook name, found from any folder")
@@ -295,6 +313,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _similarity(args) -> int:
+    """``similarity``, its tokenizing on a Dask cluster with ``--cluster`` (report/ knows no cluster: it is given a map)."""
+    from grader.report import similarity
+
+    threshold = similarity.THRESHOLD if args.threshold is None else args.threshold
+    if not args.cluster:
+        return similarity.main(out=args.out, labs=args.lab, names=args.names, threshold=threshold, jobs=args.jobs)
+    from grader.grade import cluster
+
+    try:
+        client, local = cluster.connect(args.cluster)
+    except (ValueError, OSError) as exc:
+        print(f"grader: --cluster {args.cluster}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return similarity.main(out=args.out, labs=args.lab, names=args.names, threshold=threshold,
+                               mapper=lambda function, items: client.gather(client.map(function, items, pure=False)))
+    finally:
+        client.close()
+        if local is not None:
+            local.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.command == "grade":
@@ -320,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                                 question=args.question, everything=args.all, names=args.names, marker=args.marker)
         from grader.mark import server
         return server.main(out=args.out, port=args.port, marker=args.marker)
+    if args.command == "similarity":
+        return _similarity(args)
     if args.command == "check":
         from grader import selfcheck
         return selfcheck.main(paths=args.paths, lab=args.lab, cell_timeout=args.cell_timeout,

@@ -1,4 +1,4 @@
-"""The attack kit: a generic hostile submission for each class of issue 49, built from a lab's own solution by
+"""The attack kit: a generic hostile submission for each class of hole the held-out attacks found in judges, built from a lab's own solution by
 what its tasks declare (``Task.judged``, :data:`util.contract.SURFACES`), so that a new lab is attacked without
 anyone writing its attacks (``tests/test_attack_kit.py`` drives it over every lab).
 
@@ -38,6 +38,7 @@ library call) are run the same way: every case the mistake names must fail in ev
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import hashlib
 import json
@@ -79,35 +80,34 @@ def targets(spec: Mapping[str, Any], secret: bytes) -> dict:
 
 
 def _search(found_in: str, wanted: dict) -> None:
-    """Raise :data:`FOUND` when the grading secret or the case's spec can be reached from here."""
+    """Raise :data:`FOUND` when the grading secret or the case's spec can be reached from here: the locals of every
+    frame of every thread, every str, bytes and dict held by a container the garbage collector tracks (module
+    dicts included), the environment, ``/proc/self`` and the small files of the working folders."""
     import gc
-    import threading
 
+    gc.collect()  # what an earlier search left in reference cycles (its frame's locals) is not a find
     needle = wanted["secret"][::-1]
     raw = bytes.fromhex(needle)
     spec = json.loads(wanted["spec"])
     mine = {id(wanted), id(spec), id(needle), id(raw)}
+    keys = set(spec)
 
-    def secretive(value: Any) -> bool:
-        if isinstance(value, (bytes, bytearray)) and id(value) not in mine:
-            return raw in value or needle.encode() in value
-        if isinstance(value, str) and id(value) not in mine and len(value) >= len(needle):
-            return needle in value
-        return False
+    def found(value: Any) -> str | None:
+        kind = type(value)
+        if kind is str:
+            return "the grading secret" if len(value) >= 64 and needle in value and value is not needle else None
+        if kind is bytes or kind is bytearray:
+            return "the grading secret" if value is not raw and (raw in value or needle.encode() in value) else None
+        if kind is dict and keys and value is not spec and keys <= value.keys():
+            try:
+                return "the case's spec" if all(value[key] == spec[key] for key in keys) else None
+            except Exception:
+                return None
+        return None
 
-    def spec_like(value: Any) -> bool:
-        if not isinstance(value, dict) or id(value) in mine or not spec:
-            return False
-        try:
-            return all(key in value and value[key] == item for key, item in spec.items())
-        except Exception:
-            return False
-
-    def look(value: Any, where: str) -> None:
-        if secretive(value):
-            raise RuntimeError(f"{FOUND} the grading secret ({where}, {found_in})")
-        if spec_like(value):
-            raise RuntimeError(f"{FOUND} the case's spec ({where}, {found_in})")
+    def report(what: str, where: str, holder: Any = None) -> None:
+        shown = f"; held by a {type(holder).__name__} {_glimpse(holder)}" if holder is not None else ""
+        raise RuntimeError(f"{FOUND} {what} ({where}, {found_in}{shown})")
 
     frames = list(sys._current_frames().values())
     seen: set[int] = set()
@@ -116,33 +116,39 @@ def _search(found_in: str, wanted: dict) -> None:
         while frame is not None and id(frame) not in seen:
             seen.add(id(frame))
             for name, value in list(frame.f_locals.items()):
-                look(value, f"local {name} of {frame.f_code.co_name}")
-                if isinstance(value, (list, tuple, dict)):
-                    for item in list(value.values() if isinstance(value, dict) else value)[:10000]:
-                        look(item, f"inside local {name} of {frame.f_code.co_name}")
+                what = found(value)
+                if what:
+                    report(what, f"local {name} of {frame.f_code.co_name}")
             frame = frame.f_back
-    del frames
+    frames = top = frame = None  # no cycle through this frame's own locals outlives the search
     for obj in gc.get_objects():
-        if id(obj) in mine:
-            continue
-        look(obj, f"a {type(obj).__name__} object")
-        if isinstance(obj, dict):
-            items = obj.values()
-        elif isinstance(obj, (list, tuple, set, frozenset)):
-            items = obj
+        kind = type(obj)
+        if kind is dict:
+            if id(obj) in mine:
+                continue
+            what = found(obj)
+            if what:
+                report(what, "a dict", obj)
+            values = obj.values()
+        elif kind is list or kind is tuple:
+            values = obj
         else:
             continue
         try:
-            listed = list(items)[:100000]
-        except Exception:  # a container that changes while it is read
-            continue
-        for item in listed:
-            look(item, f"inside a {type(obj).__name__}")
+            for value in values:
+                what = found(value)
+                if what:
+                    report(what, f"inside a {kind.__name__}", obj)
+        except RuntimeError as exc:
+            if str(exc).startswith(FOUND):
+                raise
     for name, value in os.environ.items():
-        look(value, f"environment variable {name}")
+        if needle in value:
+            report("the grading secret", f"environment variable {name}")
     for name in ("cmdline", "environ"):
         try:
-            look(Path(f"/proc/self/{name}").read_bytes(), f"/proc/self/{name}")
+            if found(Path(f"/proc/self/{name}").read_bytes()):
+                report("the grading secret", f"/proc/self/{name}")
         except OSError:
             pass
     for folder in {Path.cwd(), Path(os.environ.get("HOME", "/nonexistent")), Path(os.environ.get("TMPDIR", "/tmp"))}:
@@ -152,11 +158,17 @@ def _search(found_in: str, wanted: dict) -> None:
             continue
         for path in entries:
             try:
-                if path.is_file() and path.stat().st_size < (1 << 20):
-                    look(path.read_bytes(), f"file {path}")
+                if path.is_file() and path.stat().st_size < (1 << 20) and found(path.read_bytes()):
+                    report("the grading secret", f"file {path}")
             except OSError:
                 continue
-    del threading
+
+
+def _glimpse(value: Any) -> str:
+    """A few words on where a find was, for the feedback (at most 160 characters)."""
+    if isinstance(value, dict):
+        return "with keys " + ", ".join(repr(key)[:30] for key in list(value)[:8])
+    return repr(value)[:160]
 
 
 class _Sniffer:
@@ -189,8 +201,13 @@ def _peers() -> None:
         except (OSError, ValueError, IndexError):
             break
     ancestors.add(pid)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) in ancestors:
+    try:
+        pids = [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+    except OSError:  # /proc cannot be listed: guess, as an attacker would, the pids next to its own
+        pids = list(range(max(2, os.getpid() - 64), os.getpid() + 64))
+    for number in pids:
+        entry = Path(f"/proc/{number}")
+        if number in ancestors:
             continue
         for name in ("cmdline", "stat", "environ"):
             try:
@@ -204,28 +221,49 @@ def _peers() -> None:
 # ------------------------------------------------------------------ hostile versions of a solution's function
 
 
-def _wrap(honest: Any, before: Callable[[], None], after: Callable[[Any], Any] = lambda value: value) -> Any:
-    """``honest`` with ``before()`` run first at each call (and ``after`` applied to what it returns); a class
-    is wrapped as a subclass whose instances run ``before`` when made."""
-    if isinstance(honest, type):
-        def __init__(self, *args, **kwargs):
-            before()
-            honest.__init__(self, *args, **kwargs)
-        return type(honest.__name__, (honest,), {"__init__": __init__, "__module__": honest.__module__,
-                                                  "__qualname__": honest.__qualname__})
-
-    @functools.wraps(honest)
+def _first(before: Callable[[], None], function: Callable, after: Callable[[Any], Any] = lambda value: value):
+    @functools.wraps(function)
     def hostile(*args, **kwargs):
         before()
-        return after(honest(*args, **kwargs))
+        return after(function(*args, **kwargs))
 
     return hostile
 
 
+def _wrap(honest: Any, before: Callable[[], None], after: Callable[[Any], Any] = lambda value: value) -> Any:
+    """``honest`` with ``before()`` run first at each call (and ``after`` applied to what it returns). A class is
+    wrapped as a subclass whose every method it defines (static and class methods too: an autograd ``Function``'s
+    ``forward`` is one) and whose making runs ``before`` first."""
+    if not isinstance(honest, type):
+        return _first(before, honest, after)
+    members: dict[str, Any] = {"__module__": honest.__module__, "__qualname__": honest.__qualname__}
+    for name, member in vars(honest).items():
+        if name.startswith("__") and name != "__init__":
+            continue
+        if isinstance(member, staticmethod):
+            members[name] = staticmethod(_first(before, member.__func__))
+        elif isinstance(member, classmethod):
+            members[name] = classmethod(_first(before, member.__func__))
+        elif callable(member):
+            members[name] = _first(before, member)
+    return type(honest.__name__, (honest,), members)
+
+
+SNIFFED_CALLS = 2
+"""Calls the ``function`` detector searches at (a search takes a few seconds; a loss is called hundreds of times)."""
+
+
 def sniffing(honest: Any, wanted: dict) -> Any:
-    """The ``function`` detector: ``honest`` searching for the secret and the spec when unpickled and called."""
-    sniffer = _Sniffer(wanted)
-    return _wrap(honest, lambda: sniffer.sniff("when the function was called"))
+    """The ``function`` detector: ``honest`` searching for the secret and the spec when unpickled and at its first
+    :data:`SNIFFED_CALLS` calls."""
+    sniffer, calls = _Sniffer(wanted), [0]
+
+    def before():
+        calls[0] += 1
+        if calls[0] <= SNIFFED_CALLS:
+            sniffer.sniff(f"at call {calls[0]} of the function")
+
+    return _wrap(honest, before)
 
 
 def peeking(honest: Any) -> Any:
@@ -372,7 +410,8 @@ def verdict(lab_name: str, task_id: str, case_id: str, function: Any, folder: Pa
     os.environ[OUTPUT_DIR_ENV] = str(answers)
     try:
         setup()
-        value = to_jsonable(task.run_case(function, with_files(lab, spec)))
+        with contextlib.chdir(notebook_folder(lab_name)):  # where a kernel runs: support files beside it
+            value = to_jsonable(task.run_case(function, with_files(lab, spec)))
         saved = list(files_dir(lab_name).glob(case_stem(with_files(lab, spec)) + "*"))
         data = saved[0].read_bytes() if saved else None
     except Exception as exc:  # the kernel's record would be an error
@@ -394,6 +433,14 @@ def verdict(lab_name: str, task_id: str, case_id: str, function: Any, folder: Pa
         if mismatches:
             problems.append(describe(mismatches, task.tolerance))
     return problems
+
+
+def notebook_folder(lab_name: str) -> Path:
+    """The folder a lab's solution notebook lies in (its support files, lab 8's ``kernel/``, lie beside it)."""
+    from grader import REPO
+    from util import labs
+
+    return (REPO / "solutions" / labs.get_lab(lab_name).notebook).parent
 
 
 def register() -> None:

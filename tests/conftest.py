@@ -7,11 +7,17 @@ lab's group (``--dist loadgroup``), so one worker grades each lab's solution onc
 every other test stays with its module's group, so a module-scoped fixture (a hostile class graded
 once) runs on one worker only. ``tests/test_test_groups.py`` checks that the groups hold (with pytest 9.2
 they silently did not: ``requirements.txt`` pins the pytest they hold with).
+
+Each lab's tests have a budget in seconds (:data:`LAB_BUDGETS`): at the end of a run the time each lab's tests
+took (set-up, call and tear-down, summed over its tests, whichever worker ran them) is printed against it, with
+the slowest modules, and a lab over its budget fails the run (``tests/test_lab_budgets.py`` checks that it does),
+so that a lab whose tests outgrow their share of CI is seen the day it happens.
 """
 from __future__ import annotations
 
 import os
 import re
+from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
@@ -101,3 +107,120 @@ def pytest_collection_modifyitems(config, items):
     for item in items:  # the rest stay with their module: module-scoped fixtures run once, on one worker
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(_lab_of(item) or Path(str(item.fspath)).stem))
+
+
+# ---------------------------------------------------------------- each lab's budget
+
+MEASURED = {"lab1": 301.0, "lab14": 262.0}
+"""Seconds measured (2026-12-02, this table's own figures): ``python -m pytest -n 1 -k labN`` at a load of 7 to 8 on
+2 cores, without CI's gradebook (the example submissions graded again): lab 1's 72 tests, lab 14's 73."""
+PROVISIONAL = 1200.0
+"""The budget of a lab whose tests were not yet measured on their own: four times the measured labs' figures. CI
+prints every lab's seconds (``build/artifacts/test_times.txt``): replace it with HEADROOM times CI's figure."""
+HEADROOM = 3.0
+"""A measured lab's budget over its measure: the machine's load (CI's own machine went from quiet to a load of 6),
+and the tests its next release adds (lab 14's third release added its compiler and attack tests after its figure
+was taken)."""
+LAB_BUDGETS: dict[str, float] = {name: float(int(HEADROOM * MEASURED[name])) if name in MEASURED else PROVISIONAL
+                                 for name in LABS}
+"""Seconds each lab's tests may take in the default run (``python -m pytest``; the ``slow``, ``images`` and ``hub``
+tests are not counted), summed over its tests: set-up, call and tear-down, on whichever worker, so a lab's share of
+CI's workers, not its wall time. :data:`HEADROOM` times :data:`MEASURED` (taken at a load of 7 to 8), else :data:`PROVISIONAL`. A lab it does not name is held to :data:`DEFAULT_BUDGET`, and
+``tests/test_lab_budgets.py`` fails until the lab has a figure here: a new lab (lab 17) must be given one."""
+DEFAULT_BUDGET = 600.0
+"""The budget of a lab :data:`LAB_BUDGETS` does not name (lab 17 on the day it arrives, until it is given one)."""
+BUDGETS_ENV = "COURSE_TESTS_BUDGETS"
+"""``1``: hold the budgets; ``0``: print the table only. Unset: held when :data:`REUSE_ENV` is set, as in CI (the
+budgets are CI's: a developer's run grades the example submissions again and takes longer)."""
+NOT_COUNTED = ("slow", "images", "hub")
+_LAB_KEY = "course_lab"
+_RUN: dict = {}
+"""This run's seconds: per lab, the lab's tests, per module."""
+
+
+def budget_of(lab: str) -> tuple[float, bool]:
+    """``lab``'s budget in seconds, and whether it is its own (else :data:`DEFAULT_BUDGET`)."""
+    return (LAB_BUDGETS[lab], True) if lab in LAB_BUDGETS else (DEFAULT_BUDGET, False)
+
+
+def pytest_configure(config):
+    _RUN.update(labs=defaultdict(float), tests=defaultdict(set), modules=defaultdict(float))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_itemcollected(item):
+    """Each test carries its lab (or none) in its reports, so the controller of an xdist run can count it."""
+    counted = not any(item.get_closest_marker(name) for name in NOT_COUNTED)
+    item.user_properties.append((_LAB_KEY, [_lab_of(item) if counted else None, counted]))
+
+
+def pytest_runtest_logreport(report):
+    if "labs" not in _RUN:
+        return
+    lab, counted = dict(report.user_properties).get(_LAB_KEY, (None, False))
+    _RUN["modules"][report.nodeid.split("::")[0]] += report.duration
+    if lab and counted:
+        _RUN["labs"][lab] += report.duration
+        _RUN["tests"][lab].add(report.nodeid)
+
+
+def over_budget(labs: dict[str, float]) -> list[str]:
+    """A sentence for each lab of ``labs`` (lab -> seconds its tests took) over its budget."""
+    over = []
+    for lab, seconds in sorted(labs.items()):
+        budget, own = budget_of(lab)
+        if seconds > budget:
+            over.append(f"{lab}'s tests took {seconds:.0f} s, over their budget of {budget:.0f} s "
+                        f"({'LAB_BUDGETS' if own else 'DEFAULT_BUDGET, none of its own'} in tests/conftest.py): make "
+                        "them cheaper (grade once and share the result, keep per-lab repetitions under -m slow) or, "
+                        "if the lab grew, raise its budget saying why")
+    return over
+
+
+def _held(config) -> bool:
+    wanted = os.environ.get(BUDGETS_ENV, "1" if os.environ.get(REUSE_ENV) else "0")
+    return wanted != "0" and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    if "labs" in _RUN and _held(session.config) and session.exitstatus == 0 and over_budget(_RUN["labs"]):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+TIMES_ENV = "COURSE_TESTS_TIMES"
+"""A file the table is also written to (``.ci/run`` prints it again when CI ends, with its steps' times)."""
+
+
+def time_table(config) -> list[str]:
+    """This run's seconds per lab against its budget, the labs' total, the slowest modules, what is over."""
+    times = _RUN
+    lines = []
+    for lab in sorted(times["labs"], key=lambda name: list(LABS).index(name) if name in LABS else len(LABS)):
+        seconds = times["labs"][lab]
+        budget, own = budget_of(lab)
+        lines.append(f"{lab:>6}  {len(times['tests'][lab]):5d} tests  {seconds:7.1f} s  budget {budget:6.0f} s"
+                     f"{'' if own else ' (default)'}  {100 * seconds / budget:5.1f}%  "
+                     f"{'OVER' if seconds > budget else 'ok'}")
+    lines.append(f"{'labs':>6}  {sum(len(t) for t in times['tests'].values()):5d} tests  "
+                 f"{sum(times['labs'].values()):7.1f} s of {sum(times['modules'].values()):.1f} s of test time in all")
+    lines.append("slowest modules:")
+    lines += [f"  {seconds:7.1f} s  {module}"
+              for module, seconds in sorted(times["modules"].items(), key=lambda kv: -kv[1])[:15]]
+    held = _held(config)
+    lines += [("" if held else f"(not held: {BUDGETS_ENV} is 0, or unset outside CI) ") + sentence
+              for sentence in over_budget(times["labs"])]
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _RUN.get("modules") or hasattr(config, "workerinput"):
+        return
+    terminalreporter.section("time per lab (seconds of test time, summed over workers) and its budget")
+    lines = time_table(config)
+    for line in lines:
+        terminalreporter.write_line(line, red="over their budget" in line and _held(config))
+    if os.environ.get(TIMES_ENV):
+        path = Path(os.environ[TIMES_ENV])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")

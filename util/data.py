@@ -54,6 +54,22 @@ def digits_models() -> tuple[Path, ...]:
                         if "digits" in path.name.lower() and path.is_file()))
 
 
+def readable(names: tuple[str, ...]) -> list[str]:
+    """Which files of the data sets ``names`` (keys of :data:`WITHHELD`) this process can read, found the way this
+    process would find them (its own ``sys.path``): what a harness checks in a student process before any student
+    code runs there, so that a route the sandbox left open fails the grading instead of grading on it."""
+    found = []
+    for name in names:
+        for path in WITHHELD[name]():
+            try:
+                with open(path, "rb") as handle:
+                    if handle.read(1):
+                        found.append(str(path))
+            except OSError:
+                pass
+    return found
+
+
 WITHHELD = {"digits": digits_files, "digits_models": digits_models}
 """Data sets a judge may withhold from a student process, by name -> the files that hold them (read when the
 process starts)."""

@@ -29,9 +29,13 @@ import util.written as written
 from util.answers import AnswerError, output_dir, read_answers, to_jsonable, write_json
 from util.contract import Check, Lab, Task
 
-STATUSES = ("passed", "failed", "error", "missing")
+STATUSES = ("passed", "failed", "error", "missing", "unchecked")
 """``passed``; ``failed`` (the property does not hold); ``error`` (your code raised);
-``missing`` (no exported answer yet, or the notebook defines no such function)."""
+``missing`` (no exported answer yet, or the notebook defines no such function); ``unchecked`` (this kernel cannot
+see what the check needs, the notebook's saved file: it says where to check instead, and never that something is
+missing)."""
+UNCHECKED = "not checked here"
+"""How an ``unchecked`` outcome reads in a report."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,15 @@ class TaskReport:
     def text(self) -> str:
         """The report as the student reads it."""
         good = sum(o.status == "passed" for o in self.outcomes)
+        unchecked = sum(o.status == "unchecked" for o in self.outcomes)
         if not self.outcomes:
             return f"Task {self.task_id} ({self.title}): this task declares no public checks"
-        lines = [f"Task {self.task_id} ({self.title}): {good}/{len(self.outcomes)} public checks passed"]
+        lines = [f"Task {self.task_id} ({self.title}): {good}/{len(self.outcomes) - unchecked} public checks passed"
+                 + (f", {unchecked} {UNCHECKED}" if unchecked else "")]
         shown: tuple[str, str] = ("", "")
         for o in self.outcomes:
-            lines.append(f"  {'ok  ' if o.status == 'passed' else o.status.upper():7} {o.name}")
+            label = "ok  " if o.status == "passed" else "SKIP" if o.status == "unchecked" else o.status.upper()
+            lines.append(f"  {label:7} {o.name}")
             if o.status != "passed" and (o.message, o.hint) != shown:  # "no answer yet" once, not per check
                 lines += [f"          {o.message}"] if o.message else []
                 lines += [f"          hint: {o.hint}"] if o.hint else []
@@ -144,8 +151,10 @@ def written_outcomes(task: Task, nb: Any) -> tuple[CheckOutcome, ...]:
         low, high = question.words
         name = f"{question.label} answered in {low}-{high} words (a TA marks it)"
         if nb is NOT_SAVED:
-            out.append(CheckOutcome(name, "missing", "this kernel cannot tell which file its notebook is, to read your "
-                                    "written answers", f"save the notebook, then run `python -m grader check "
+            out.append(CheckOutcome(name, "unchecked", f"{UNCHECKED}: this kernel was not told which file its notebook "
+                                    "is (run outside JupyterLab's own server: nbconvert, papermill, another front end), "
+                                    "so it cannot read your written answers",
+                                    f"save the notebook, then run `python -m grader check "
                                     f"lab{task.id.split('.')[0]} --task {task.id}` in a terminal"))
             continue
         answer = written.find(nb, question)

@@ -54,7 +54,7 @@ def _written_state(question, nb) -> str:
     import util.written as written
 
     if nb is None:
-        return "save, then python -m grader check"
+        return "not checked here: python -m grader check"
     answer = written.find(nb, question)
     return f"{answer.words} words" if answer.answered else "not yet"
 
@@ -81,7 +81,8 @@ def progress(lab_name: str, namespace: Mapping[str, Any] | None = None) -> None:
     # task ids are text: "4.0" must not be printed as the number 4
     print(tabulate(rows, headers=["task", "title", "points", "answer", "grader also runs"], disable_numparse=[0]))
     print(f"{sum(t.id in answers for t in lab.tasks)}/{len(lab.tasks)} tasks exported"
-          + (f", {sum(nb is not None and written.find(nb, q).answered for q in scored)}/{len(scored)} written answers "
-             "(as last saved)" if scored else "")
+          + ((f", {sum(written.find(nb, q).answered for q in scored)}/{len(scored)} written answers (as last saved)"
+              if nb is not None else f", written answers not checked here (this kernel was not told which file its "
+              f"notebook is): run python -m grader check {lab.name}") if scored else "")
           + ". Correctness is decided by the grader, on these answers and on hidden inputs"
           + (", and by a TA on the written answers." if scored else "."))

@@ -170,12 +170,19 @@ def problem(answer: Answer, question: Written) -> str | None:
     return None
 
 
+NOTEBOOK_ENV = "COURSE_NOTEBOOK"
+"""A variable naming the notebook's file, for a front end that tells its kernel no other way: the class server and
+``python -m grader check`` set it; so can a student (``COURSE_NOTEBOOK=lab13.ipynb papermill ...``)."""
+
+
 def notebook_path(namespace: dict) -> str | None:
-    """The file of the notebook this kernel runs, when the editor says so: JupyterLab's ``__session__`` (and
-    ``$JPY_SESSION_NAME``), VS Code's ``__vsc_ipynb_file__``; ``None`` when none does (a plain kernel)."""
+    """The file of the notebook this kernel runs, wherever a front end says so: VS Code's ``__vsc_ipynb_file__``,
+    JupyterLab's ``__session__`` (and ``$JPY_SESSION_NAME``), :data:`NOTEBOOK_ENV`; a relative path is taken from the
+    kernel's working folder. ``None`` when none does (nbclient, nbconvert and papermill tell the kernel nothing)."""
     import os
 
-    for found in (namespace.get("__vsc_ipynb_file__"), namespace.get("__session__"), os.environ.get("JPY_SESSION_NAME")):
+    for found in (namespace.get("__vsc_ipynb_file__"), namespace.get("__session__"), os.environ.get("JPY_SESSION_NAME"),
+                  os.environ.get(NOTEBOOK_ENV)):
         if isinstance(found, str) and found.endswith(".ipynb") and os.path.isfile(found):
             return found
     return None

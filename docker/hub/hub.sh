@@ -27,7 +27,10 @@
 # Settings ($VAR, default): COURSE_HUB_NAME (course-hub: the container, network and volume names; at most 12
 # characters), COURSE_HUB_SUBNET (172.31.77.0/24), COURSE_HUB_PORT (8000), COURSE_HUB_BIND (127.0.0.1),
 # COURSE_HUB_MEM (4G) and COURSE_HUB_CPUS (1) per student, COURSE_HUB_CULL (3600 s idle, then stopped; 0
-# never), COURSE_HUB_STATE (build/hub), COURSE_STUDENT_IMAGE (ml-cost-course:student), COURSE_DOCKER.
+# never), COURSE_HUB_STATE (build/hub), COURSE_STUDENT_IMAGE (ml-cost-course:student), COURSE_DOCKER;
+# COURSE_HUB_START_TIMEOUT (300 s: each part of the hub's start-up, sized for a loaded machine; start says which
+# part did not answer and what to do), COURSE_HUB_START_TRIES (2: a hub that stops during its start is started
+# again), COURSE_HUB_SPAWN_TIMEOUT (180 s: a student's server starting, then answering).
 # Needs root (or a Docker user allowed to run iptables) and the student image (docker/build_images.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -141,15 +144,29 @@ network() {
 # ---------------------------------------------------------------- start, stop, status
 hub_url() { echo "http://$BIND:$PORT"; }
 
-wait_for_hub() {
-    local waited=0
-    until python3 -c "import urllib.request, sys; urllib.request.urlopen('$(hub_url)/hub/api', timeout=2)" 2>/dev/null; do
-        if [ "$("$DOCKER" inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null)" != true ] || [ "$waited" -ge 120 ]; then
-            die "the hub did not answer on $(hub_url) within 60 s; the end of its log:
-$("$DOCKER" logs --tail 30 "$NAME" 2>&1)"
-        fi
-        sleep 0.5; waited=$((waited + 1))
-    done
+START_TIMEOUT="${COURSE_HUB_START_TIMEOUT:-300}"
+START_TRIES="${COURSE_HUB_START_TRIES:-2}"
+
+run_hub() {   # the hub's container, started afresh
+    "$DOCKER" rm -f "$NAME" >/dev/null 2>&1 || true
+    rm -f "$STATE/jupyterhub-proxy.pid"   # its proxy went with its container; a pid in another namespace means nothing
+    # No restart policy: after a reboot or an engine restart the firewall rules are gone (engine.sh stop deletes
+    # them with the bridge's), so the hub comes back only through this function, which makes them first.
+    "$DOCKER" run -d --name "$NAME" --network host --label ml-cost-course.hub=hub \
+        -v /var/run/docker.sock:/var/run/docker.sock -v "$STATE:$STATE" \
+        -e COURSE_HUB_STATE="$STATE" -e COURSE_HUB_NAME="$NAME" -e COURSE_HUB_IMAGE="$SINGLEUSER" \
+        -e COURSE_HUB_NETWORK="$NAME" -e COURSE_HUB_IP="$GATEWAY" -e COURSE_HUB_BIND="$BIND" -e COURSE_HUB_PORT="$PORT" \
+        -e COURSE_HUB_HANDIN_PORT="$HANDIN_PORT" -e COURSE_HUB_MEM="${COURSE_HUB_MEM:-4G}" \
+        -e COURSE_HUB_CPUS="${COURSE_HUB_CPUS:-1}" -e COURSE_HUB_CULL="${COURSE_HUB_CULL:-3600}" \
+        -e COURSE_HUB_START_TIMEOUT="$START_TIMEOUT" -e COURSE_HUB_SPAWN_TIMEOUT="${COURSE_HUB_SPAWN_TIMEOUT:-180}" \
+        -e COURSE_HUB_ADMINS="$1" -e COURSE_HUB_SINGLEUSER_ARGS="${COURSE_HUB_SINGLEUSER_ARGS:-}" \
+        "$HUB_IMAGE" >/dev/null
+}
+
+wait_for_hub() {   # each part of the hub answering (docker/hub/hub_ready.py); exit 3: its container stopped first
+    python3 docker/hub/hub_ready.py --public "$(hub_url)" --api "http://$GATEWAY:8081" \
+        --handin "http://$GATEWAY:$HANDIN_PORT" --timeout "$START_TIMEOUT" \
+        --state-cmd "$DOCKER inspect -f {{.State.Status}} $NAME" --logs-cmd "$DOCKER logs --tail 200 $NAME"
 }
 
 start() {
@@ -176,21 +193,20 @@ start() {
     network
     if [ "$("$DOCKER" inspect -f '{{.State.Running}}' "$NAME" 2>/dev/null)" = true ]; then
         say "the hub is running; restarting it to read the roster and settings again (students' servers keep running)"
-        "$DOCKER" rm -f "$NAME" >/dev/null
-    else
-        "$DOCKER" rm -f "$NAME" >/dev/null 2>&1 || true
     fi
-    # No restart policy: after a reboot or an engine restart the firewall rules are gone (engine.sh stop deletes
-    # them with the bridge's), so the hub comes back only through this function, which makes them first.
-    "$DOCKER" run -d --name "$NAME" --network host --label ml-cost-course.hub=hub \
-        -v /var/run/docker.sock:/var/run/docker.sock -v "$STATE:$STATE" \
-        -e COURSE_HUB_STATE="$STATE" -e COURSE_HUB_NAME="$NAME" -e COURSE_HUB_IMAGE="$SINGLEUSER" \
-        -e COURSE_HUB_NETWORK="$NAME" -e COURSE_HUB_IP="$GATEWAY" -e COURSE_HUB_BIND="$BIND" -e COURSE_HUB_PORT="$PORT" \
-        -e COURSE_HUB_HANDIN_PORT="$HANDIN_PORT" -e COURSE_HUB_MEM="${COURSE_HUB_MEM:-4G}" \
-        -e COURSE_HUB_CPUS="${COURSE_HUB_CPUS:-1}" -e COURSE_HUB_CULL="${COURSE_HUB_CULL:-3600}" \
-        -e COURSE_HUB_ADMINS="$admins" -e COURSE_HUB_SINGLEUSER_ARGS="${COURSE_HUB_SINGLEUSER_ARGS:-}" \
-        "$HUB_IMAGE" >/dev/null
-    wait_for_hub
+    # On a busy machine each part of the hub is given COURSE_HUB_START_TIMEOUT seconds; a hub whose container
+    # stopped during its start (its log says why) is started again, COURSE_HUB_START_TRIES times in all.
+    local try=1 ready=0
+    while :; do
+        run_hub "$admins"
+        wait_for_hub || ready=$?
+        [ "$ready" = 0 ] && break
+        if [ "$ready" != 3 ] || [ "$try" -ge "$START_TRIES" ]; then
+            die "the hub did not come up (try $try of $START_TRIES, load average $(cut -d' ' -f1 /proc/loadavg)); see above, and its whole log: $DOCKER logs $NAME"
+        fi
+        say "the hub's container stopped during its start (try $try of $START_TRIES, load average $(cut -d' ' -f1 /proc/loadavg)): starting it again"
+        try=$((try + 1)); ready=0
+    done
     say "the hub answers on $(hub_url) (students sign up there with their student_id from the roster); hand-ins go to $STATE/collection"
     say "each lab's link: docker/hub/hub.sh links --hub $(hub_url)   (the address students use, if another)"
 }

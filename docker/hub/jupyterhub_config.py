@@ -12,6 +12,9 @@
 #   COURSE_HUB_MEM, COURSE_HUB_CPUS    each student's memory and CPU limits [4G, 1]
 #   COURSE_HUB_CULL       seconds of inactivity after which a student's server is stopped; 0: never [3600]
 #   COURSE_HUB_ADMINS     instructors' user names, comma-separated (they sign up like students) [none]
+#   COURSE_HUB_START_TIMEOUT     seconds the hub's start-up may take on a busy machine: the proxy's ports
+#                         (docker/hub/patient_proxy.py) and the hand-in receiver, each; hub.sh waits as long [300]
+#   COURSE_HUB_SPAWN_TIMEOUT     seconds a student's server may take to start, then to answer [180]
 #   COURSE_HUB_SINGLEUSER_ARGS   more flags for every student's server, e.g. --LabApp.expose_app_in_browser=True
 #                         (tests/test_hub.py drives JupyterLab through it) [none]
 #
@@ -27,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nativeauthenticator import NativeAuthenticator  # noqa: E402
 from nativeauthenticator.handlers import LoginHandler as NativeLoginHandler  # noqa: E402
 from nativeauthenticator.handlers import SignUpHandler as NativeSignUpHandler  # noqa: E402
+from patient_proxy import PatientProxy  # noqa: E402
 from roster import student_ids  # noqa: E402
 from tornado.escape import url_escape  # noqa: E402
 from tornado.httputil import url_concat  # noqa: E402
@@ -39,6 +43,11 @@ HUB_IP = env("COURSE_HUB_IP", "172.31.77.1")
 HANDIN_PORT = int(env("COURSE_HUB_HANDIN_PORT", "8082"))
 ROSTER = student_ids(STATE / "roster.csv")
 ADMINS = {name.strip() for name in env("COURSE_HUB_ADMINS", "").split(",") if name.strip()}
+START_TIMEOUT = int(env("COURSE_HUB_START_TIMEOUT", "300"))
+"""Every wait of the hub's own start-up, sized for a loaded machine (a hub restarted while a class's kernels run):
+JupyterHub's defaults (15 s for the proxy, 30 s for a service) were measured too short at a load of 6."""
+SPAWN_TIMEOUT = int(env("COURSE_HUB_SPAWN_TIMEOUT", "180"))
+"""A student's server: 5 s to start and answer on a quiet machine, 20-28 s at a load of 15 (docs/hub.md)."""
 
 
 class _NoTimer:
@@ -111,6 +120,8 @@ c.JupyterHub.ip = env("COURSE_HUB_BIND", "127.0.0.1")
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
 c.JupyterHub.hub_ip = HUB_IP
 c.JupyterHub.hub_port = 8081
+c.JupyterHub.proxy_class = PatientProxy   # configurable-http-proxy, waited for START_TIMEOUT s, not 15
+c.PatientProxy.start_timeout = START_TIMEOUT
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:8001"
 c.JupyterHub.db_url = f"sqlite:///{STATE / 'jupyterhub.sqlite'}"
 c.JupyterHub.cookie_secret_file = str(STATE / "jupyterhub_cookie_secret")
@@ -144,14 +155,16 @@ c.DockerSpawner.extra_host_config = {
 }
 c.Spawner.default_url = "/lab"
 c.Spawner.args = env("COURSE_HUB_SINGLEUSER_ARGS", "").split()
-c.Spawner.start_timeout = 120
-c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = SPAWN_TIMEOUT   # DockerSpawner's container created and started
+c.Spawner.http_timeout = SPAWN_TIMEOUT    # then jupyterhub-singleuser answering in it
+c.JupyterHub.init_spawners_timeout = 10   # JupyterHub's: students' servers still checked after it, in the background
 
 cull = int(env("COURSE_HUB_CULL", "3600"))
 c.JupyterHub.services = [
     {   # hand-ins: docker/hub/handin_service.py, listening where the students' servers reach it
         "name": "handin",
         "url": f"http://{HUB_IP}:{HANDIN_PORT}",
+        "timeout": START_TIMEOUT,   # JupyterHub waits 30 s for it, then exits: not enough on a busy machine
         "command": [sys.executable, str(Path(__file__).resolve().parent / "handin_service.py"),
                     "--collection", str(STATE / "collection")],
     },

@@ -58,7 +58,9 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
                     if cell.cell_type == "code" and (task is None or task in wanted):
                         source = remove_markers(cell.source, f"{lab.notebook} cell {index}")
                         source = edit(source) if edit is not None else source
-                        filename = f"<{lab.notebook} cell {index}>"
+                        # an edited cell is its own file: what reads a function's source finds the version it ran
+                        filename = f"<{lab.notebook} cell {index}>" if edit is None else \
+                            f"<{lab.notebook} cell {index}, edited by {getattr(edit, '__qualname__', 'an edit')} {id(edit):x}>"
                         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
                         exec(compile(source, filename, "exec"), namespace)
         finally:

@@ -115,6 +115,19 @@ def readable_paths(extra: tuple[Path, ...] = ()) -> list[Path]:
     return [p for p in dict.fromkeys(paths) if p.exists()]
 
 
+def _aliases(path: Path, shown: list[Path]) -> list[Path]:
+    """``path`` resolved, and the same file under each folder in ``shown`` that is bound where it is named but lies
+    elsewhere (a symlink such as a worktree's ``.venv``): a file covered at one mount is still readable through the
+    other."""
+    real = path.resolve()
+    found = [real]
+    for folder in shown:
+        target = folder.resolve()
+        if folder != target and real.is_relative_to(target):
+            found.append(folder / real.relative_to(target))
+    return list(dict.fromkeys(found))
+
+
 def _parents(path: Path, made: set[Path]) -> list[str]:
     """``--dir`` arguments for ``path``'s parents, traversable (0755) whatever they are outside."""
     args = []
@@ -168,8 +181,9 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
                     args += ["--perms", "0755", "--dir", str(root / parent)]
             args += ["--ro-bind", str(path), str(path)]
         args += ["--remount-ro", str(root)]
-    for path in withhold:
-        args += ["--ro-bind", "/dev/null", str(Path(path).resolve())]
+    for path in withhold:  # at every path the sandbox shows it by, not only its own (a symlinked prefix is bound twice)
+        for alias in _aliases(Path(path), readable_paths(readable)):
+            args += ["--ro-bind", "/dev/null", str(alias)]
     for path in sorted(Path("/dev").glob("nvidia*")):  # a GPU, where there is one (the labs use it if present)
         args += ["--dev-bind", str(path), str(path)]
     args += _parents(scratch, made) + ["--bind" if writable else "--ro-bind", str(scratch), str(scratch)]

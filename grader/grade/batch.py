@@ -2,7 +2,9 @@
 
 ``python -m grader grade DIR_OR_FILES... -j N --out OUT`` writes, as each submission finishes,
 ``OUT/<name>/`` (see :mod:`grader.grade`) and its record ``OUT/<name>/grading.json``
-(:mod:`grader.grade.resume`); at the end it builds every class-level file from all the records in
+(:mod:`grader.grade.resume`); the gradebooks while it grades (:class:`Rewrites`: as each finishes, or less often
+when a large class's rewrite would cost the main process more than :data:`REWRITE_SHARE` of its time); at the end
+it builds every class-level file from all the records in
 ``OUT``, not only this run's (:mod:`grader.report.class_folder`): the gradebooks, ``statistics.csv``,
 feedback, ``report.html``; and ``OUT/regrade_diff.csv`` (scores that changed in this run, and why).
 Grading one student into a class's folder therefore replaces that student's row and keeps the
@@ -21,7 +23,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from pathlib import Path
 from typing import Callable
@@ -43,12 +47,58 @@ from util.answers import write_json
 from util.hidden import use_term
 from util.labs import get_lab
 
+REWRITE_SHARE = 0.05
+"""The most of its time the main process spends rewriting the gradebooks while a class grades. Rebuilding them
+reads every row (:func:`grader.report.class_folder.build`): measured, 10 to 90 ms for a class of 8, 0.7 s for 256,
+so rewriting after every submission made the main process's work grow with the square of the class (about 180 s
+for 256) and, at -j 16, slower than the submissions arriving."""
+
+
+class Rewrites:
+    """``rewrite()`` called as each submission finishes, run unless the last run was too recent: after a rewrite
+    that took ``c`` seconds, the next waits until ``c / REWRITE_SHARE`` seconds have passed since that one began
+    (a class of 8 is rewritten after every submission; one of 256 about every 14 s). The end of the run writes
+    every class file whatever was skipped (:func:`grader.report.class_folder.write`)."""
+
+    def __init__(self, rewrite: Callable[[], None], share: float = REWRITE_SHARE,
+                 clock: Callable[[], float] = time.monotonic):
+        self.rewrite, self.share, self.clock = rewrite, share, clock
+        self.next_at = float("-inf")
+        self.runs = self.skipped = 0
+        self.seconds = 0.0
+
+    def __call__(self) -> bool:
+        began = self.clock()
+        if began < self.next_at:
+            self.skipped += 1
+            return False
+        self.rewrite()
+        cost = self.clock() - began
+        self.runs, self.seconds = self.runs + 1, self.seconds + cost
+        self.next_at = began + cost / self.share
+        return True
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    """``jobs`` worker processes, started now: each imports the grader (about a second) while the main process
+    still collects and hashes the submissions, instead of after."""
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    for _ in range(jobs):
+        pool.submit(_ready)
+    return pool
+
+
+def _ready() -> bool:
+    """Nothing: what a fresh worker runs first, so that it starts and imports this module (:func:`_pool`)."""
+    return True
+
 
 def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox: bool, jobs: int,
          done: Callable[[Submission, SubmissionResult], None], reveal: bool = False,
-         cluster: str | None = None) -> None:
+         cluster: str | None = None, pool: ProcessPoolExecutor | None = None) -> None:
     """Grade ``todo``, ``jobs`` at a time or on the Dask ``cluster`` (:mod:`grader.grade.cluster`),
-    calling ``done`` as each finishes (in the main process)."""
+    calling ``done`` as each finishes (in the main process); ``pool``: ``jobs`` workers already started
+    (:func:`_pool`), used first and shut down here."""
     if cluster:
         grade = partial(grade_one, limits=limits, sandbox=sandbox, reveal=reveal)
         return cluster_run(cluster, todo, out, grade, done, sandbox=sandbox)
@@ -59,10 +109,16 @@ def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox
     attempts: dict[str, int] = {}
     pending = list(todo)
     while pending:  # a worker that dies breaks its pool: the unfinished go to a fresh one, twice at most
-        context = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context) as pool:
+        try:
+            pool = pool or ProcessPoolExecutor(min(jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
             futures = {pool.submit(grade_one, sub, out, limits, sandbox, key, reveal): (sub, key)
                        for sub, key in pending}
+        except BrokenProcessPool:  # a worker of the pool started early died before grading began
+            pool.shutdown(cancel_futures=True)
+            pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=multiprocessing.get_context("spawn"))
+            futures = {pool.submit(grade_one, sub, out, limits, sandbox, key, reveal): (sub, key)
+                       for sub, key in pending}
+        with pool:
             pending = []
             for future in as_completed(futures):
                 sub, key = futures[future]
@@ -77,6 +133,7 @@ def _run(todo: list[tuple[Submission, dict]], out: Path, limits: Limits, sandbox
                     write_json(out / sub.name / "results.json", result.to_gradescope_dict())
                     stored_records.save(out / sub.name, key, result, source=sub.path, retry=True)
                 done(sub, result)
+        pool = None
 
 
 def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback: bool = False,
@@ -95,7 +152,6 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     (a link or special file, a path that does not exist, lab unknown, or a grader fault) or an
     instructor's file has a problem, 2 when there was nothing to grade or a setting is malformed.
     """
-    from tqdm import tqdm
 
     try:
         class_settings = Settings.load(out).updated(**(settings or {}))
@@ -108,6 +164,20 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
         print(f"grader: nothing to grade: {shown} not found", file=sys.stderr)
         return 2
     class_folder.free_class_names(out)
+    pool = _pool(jobs) if jobs > 1 and not cluster else None
+    try:
+        return _grade(paths, out, lab, show_feedback, progress, jobs, limits, force, feedback_dir, sandbox,
+                      class_settings, reveal, cluster, pool, shown)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+
+
+def _grade(paths, out, lab, show_feedback, progress, jobs, limits, force, feedback_dir, sandbox, class_settings,
+           reveal, cluster, pool, shown) -> int:
+    """:func:`main`, once the class settings are read and the workers started."""
+    from tqdm import tqdm
+
     subs, unknown, order = collect(list(paths), lab, out)
     if not (subs or unknown):
         print(f"grader: nothing to grade: no .ipynb files under {shown}", file=sys.stderr)
@@ -145,16 +215,18 @@ def main(*, paths: list[Path], out: Path, lab: str | None = None, show_feedback:
     changes: list[resume.Change] = []
     bar = tqdm(total=len(todo), desc="grading", unit="notebook", disable=not progress, file=sys.stderr)
 
+    rewrite = Rewrites(lambda: gradebook.write(out, list(class_folder.build(out, class_settings, records).rows)))
+
     def done(sub: Submission, result: SubmissionResult) -> None:
         stored, key = previous[sub.name]
         if stored is not None:
             changes.extend(resume.changes(sub.name, stored, key, result))
         records[sub.name] = stored_records.load(out / sub.name) or records.get(sub.name)
-        gradebook.write(out, list(class_folder.build(out, class_settings, records).rows))
+        rewrite()
         bar.set_postfix_str(safe_text.terminal(sub.name, 40))
         bar.update()
 
-    _run(todo, out, limits, sandbox, jobs, done, reveal, cluster)
+    _run(todo, out, limits, sandbox, jobs, done, reveal, cluster, pool)
     bar.close()
 
     book = class_folder.build(out, class_settings)

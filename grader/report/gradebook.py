@@ -7,7 +7,9 @@ Files (in the gradebook folder, ``grade --out``):
   the autograder's), per written question its marked points and its maximum (``1.Q1``, ``1.Q1 max``: the
   points of its mark, or ``to mark``; :mod:`grader.mark.state`), then ``score``, ``max``, ``late days``, ``penalty``, ``total``, ``percent``, ``status``, what
   went wrong (``problems``), manual ``overrides``, submissions with ``identical`` files, and when it
-  was ``submitted``;
+  was ``submitted``; once a similarity report was made for the class (``python -m grader similarity``,
+  :mod:`grader.report.similarity`), also the submission's closest match as that report names it
+  (``similar to``) and the fraction of code they share (``similarity``), which change no grade;
 * ``gradebook.csv``, the class summary: one row per submission (every lab), with its ``release`` and the totals.
 
 Every score is a number (``84``, not ``"84/100"``): a spreadsheet can sum it; an answer nobody has marked
@@ -39,6 +41,7 @@ from grader.core import files, safe_text
 from grader.core.namespace import class_file
 from grader.core.results import SubmissionResult
 from grader.mark.state import Marked
+from grader.report import similarity
 from grader.report.late import Late
 from grader.report.overrides import Applied
 from grader.report.roster import Student
@@ -174,8 +177,10 @@ def written_value(marked: Marked | None) -> int | float | str:
     return TO_MARK if marked.points is None else number(marked.points)
 
 
-def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
-    """Headers and rows of one lab's gradebook file."""
+def lab_table(rows: list[Row], similar: dict[str, tuple[str, float]] | None = None
+              ) -> tuple[list[str], list[list[Any]]]:
+    """Headers and rows of one lab's gradebook file; ``similar`` (submission -> its closest match and their
+    score, :func:`grader.report.similarity.closest_of`) adds the ``similar to`` and ``similarity`` columns."""
     task_ids = list(dict.fromkeys(c.task_id for r in rows for c in r.cells))
     question_ids = list(dict.fromkeys(w.question.id for r in rows for w in r.written))
     with_students = _student_columns(rows)
@@ -185,7 +190,7 @@ def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
     for question_id in question_ids:
         headers += [question_id, f"{question_id} max"]
     headers += ["score", "max", "late days", "penalty", "total", "percent", "status", "problems", "overrides",
-                "identical", "submitted"]
+                "identical", "submitted"] + (["similar to", "similarity"] if similar is not None else [])
     body = []
     for r in rows:
         by_id = {c.task_id: c for c in r.cells}
@@ -201,7 +206,8 @@ def lab_table(rows: list[Row]) -> tuple[list[str], list[list[Any]]]:
         body.append([r.submission] + (_student(r) if with_students else []) + [r.lab, r.release] + cells + [
             number(r.score), number(r.max_score), r.late.days if r.late else "", number(r.penalty), number(r.total),
             r.percent, r.status, r.problems, overrides, " ".join(r.identical),
-            r.late.submitted.isoformat(timespec="seconds") if r.late else ""])
+            r.late.submitted.isoformat(timespec="seconds") if r.late else ""]
+            + (list(similar.get(r.submission, ("", ""))) if similar is not None else []))
     return headers, body
 
 
@@ -224,7 +230,7 @@ def write(out: Path, rows: list[Row]) -> list[Path]:
     labs = list(dict.fromkeys(r.lab for r in rows))
     for lab in labs:
         written.append(files.write_csv(class_file(out, f"gradebook_{lab}.csv"),
-                                       *lab_table([r for r in rows if r.lab == lab])))
+                                       *lab_table([r for r in rows if r.lab == lab], similarity.closest_of(out, lab))))
     for stale in out.glob("gradebook_*.csv"):
         if stale not in written and stale.is_file() and not stale.is_symlink():
             stale.unlink()

@@ -6,7 +6,11 @@ exactly the numbers a measurement would have, for the two models the measured ca
 the saved ``profile_layers`` again in a student process, on a CNN it draws for the grading, and measures that CNN
 itself. The attack returns the recording where it has one and a roofline prediction elsewhere; the control plays
 the prediction straight everywhere (it must lose the case, so that what the recording gained is real); an honest
-``profile_layers`` (the solution's) passes. The same for ``achieved_gflops``: the control counts one sample's MACs.
+``profile_layers`` (the solution's) passes. Two more: the honest profile times 3 (which a total judged within
+1/3x to 3x of the grader's let through), and the recording where there is one with a real measurement everywhere
+else (which the drawn CNN let through): the grader now runs the function again on the case's own model at an input
+side it draws, its own measurement interleaved with it, and judges the total within 0.67x to 1.5x; both fail there.
+The same for ``achieved_gflops``: the control counts one sample's MACs.
 Judged through the grader's own judge process, as whoever runs the tests (root in CI) and as an unprivileged grader.
 """
 from __future__ import annotations
@@ -93,6 +97,20 @@ def recorded(model, x, runs=10):
     return predicted(model, x, runs)
 
 
+def times3(model, x, runs=10):
+    """The solution's profile, three times over: the error the task exists to catch, within the old 1/3x-3x band."""
+    return {name: 3 * t for name, t in profile_layers(model, x, runs).items()}
+
+
+def recorded_else_measured(model, x, runs=10):
+    """The recording of this model, where the course handed one out; measured elsewhere (so the drawn CNN passes)."""
+    names = [name for name, _ in layer_modules(model)]
+    for times in RECORDINGS:
+        if sorted(times) == sorted(names):
+            return dict(times)
+    return profile_layers(model, x, runs)
+
+
 def achieved_gflops(layer, sample_shape, batches=(1, 8, 32), runs=10, timer=None):
     """The solution's."""
     out = {}
@@ -142,7 +160,8 @@ def _jobs(folder: Path) -> list[dict]:
             continue
         x = course_input(case.spec["shape"])
         for name, function in ((f"honest {model}", "profile_layers"), (f"prediction {model} (control)", "predicted"),
-                               (f"recording {model}", "recorded")):
+                               (f"recording {model}", "recorded"), (f"times 3 {model}", "times3"),
+                               (f"recording, measured elsewhere {model}", "recorded_else_measured")):
             times = namespace[function](build(model), x, runs=case.spec["runs"])
             jobs.append(job(folder, "lab11", "11.5", f"job{len(jobs)}", {
                 "names": np.array(list(times), dtype=str), "seconds": np.array(list(times.values())),
@@ -165,6 +184,12 @@ def _assert_verdicts(found: dict[str, list[str]]) -> None:
         control, attack = found[f"prediction {model} (control)"], found[f"recording {model}"]
         assert any(not p.startswith("run again") and "do not predict it" in p for p in control), (model, control)
         assert any(p.startswith(drawn) and "do not predict it" in p for p in attack), (model, attack)
+        own = f"run again by the grader on {model} at "
+        tripled, replayed = found[f"times 3 {model}"], found[f"recording, measured elsewhere {model}"]
+        assert any(p.startswith(own) and "add up to" in p and "(within 0.67x to 1.5x needed)" in p for p in tripled), \
+            (model, tripled)
+        assert any(p.startswith(drawn) and "add up to" in p for p in tripled), (model, tripled)
+        assert replayed and all(p.startswith(own) for p in replayed), (model, replayed)
 
 
 def test_a_recorded_profile_earns_what_a_prediction_does(tmp_path):

@@ -5,12 +5,16 @@ below scored before the judge measured what it now measures; each control plays 
 and must lose its points, so what an attack gains is real. By kind of attack:
 
 * **a phase outside the clock**: the training done while the function is unpickled, before the judge
-  started its clock, so that ``train`` itself returns at once. Control: the same training inside ``train``.
+  started its clock, so that ``train`` itself returns at once. Control: the same training inside ``train``. The
+  harness now loads the function before it receives the images, so the unpickling finds nothing to train on (and
+  would be timed if it did): it earns what the untrained control does.
 * **a rule in shared state**: more than one thread, the process's CPU affinity widened for the
   training and put back before ``train`` returns (the judge used to look at the affinity at the end only).
   Control: the same work on one thread.
 * **data the student's process can read**: a weak training run that adds the test images, read
-  from the course's own data. Control: the same run on the training images it is given.
+  from the course's own data (``util.data.digits_split()``, at the path this process finds it by: with a symlinked
+  virtual environment the sandbox binds the same files at two paths, and covering one left the other readable).
+  Control: the same run on the training images it is given.
 * **a shipped recording of the answer**: the weights of the DigitsCNN the course trains for lab 9 (its
   export cache), and weights trained in the notebook carried inside the pickle. Control: an untrained model.
 
@@ -146,7 +150,7 @@ SLOW, SPREAD = 3.0, 1.5
 ATTACKS = {  # name: (function, budget in seconds or None for the case's, the verdict it must get)
     "honest": ("honest", None, "pass"),
     "slow (control)": ("slow", 2.5, "timed"),
-    "trained when unpickled": ("instant", 2.5, "timed"),
+    "trained when unpickled": ("instant", 2.5, "accuracy"),  # loaded before the case's images exist: nothing to train
     "one thread (control)": ("one_thread", 2.5, "cpu"),
     "two threads, affinity put back": ("spread", 2.5, "cpu"),
     "200 images (control)": ("few", None, "accuracy"),
@@ -243,3 +247,23 @@ def test_the_judge_withholds_the_digits_and_every_cached_model_trained_on_them(c
     models = WITHHELD["digits_models"]()
     assert models and all(path.parent == folder and "digits" in path.name for path in models)
     assert {path.name for path in WITHHELD["digits"]()} == {"digits.csv.gz", "digits.rst"}
+
+
+def test_the_harness_check_sees_what_is_readable_and_the_sandbox_covers_every_path_it_is_bound_at(tmp_path):
+    """``util.data.readable`` (what a harness reports before any student code runs) finds the digits here, where
+    nothing withholds them; and a file under a folder bound both where it is named (a symlink) and where it lies is
+    covered at both (``grader.execute.sandbox._aliases``): covering the resolved file alone left the other path
+    readable."""
+    from pathlib import Path
+
+    from grader.execute.sandbox import _aliases
+    from util.data import WITHHELD, readable
+
+    assert sorted(readable(("digits",))) == sorted(str(path) for path in WITHHELD["digits"]())
+    real = tmp_path / "real" / "lib"
+    real.mkdir(parents=True)
+    (real / "data.csv").write_text("1,2\n")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    shown = [tmp_path / "link", (tmp_path / "link").resolve(), Path("/usr")]
+    assert _aliases(tmp_path / "link" / "lib" / "data.csv", shown) == [
+        (real / "data.csv").resolve(), tmp_path / "link" / "lib" / "data.csv"]

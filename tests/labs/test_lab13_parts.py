@@ -82,10 +82,11 @@ def test_the_walls_filter_refuses_exactly_what_it_says(machine):
     verdict = lambda name, *args: _run_filter(program, numbers[name], arch, *args)  # noqa: E731
     assert _run_filter(program, numbers["socket"], 0x40000003) == eperm  # another architecture's numbers
     for name in ("socket", "socketpair", "connect", "pipe2", "memfd_create", "ptrace", "unlinkat", "renameat2",
-                 "execve", "pidfd_getfd", "io_uring_setup", "keyctl", "flock", "setxattr"):
+                 "execve", "pidfd_getfd", "io_uring_setup", "keyctl", "flock", "setxattr", "setpgid", "setsid",
+                 "ioprio_set", "sysinfo", "mincore", "preadv2", "fadvise64"):
         assert verdict(name) == eperm, name
     assert verdict("clone3") == walls.ENOSYS
-    assert verdict("clone", 0x3D0F00) == allow and verdict("clone", 0x1200011) == eperm  # a thread, a fork
+    assert verdict("clone", 0x3D0F00) == eperm and verdict("clone", 0x1200011) == eperm  # a thread, a fork
     assert verdict("openat", -100, 0, os.O_RDONLY | os.O_CLOEXEC) == allow
     for flags in (os.O_WRONLY, os.O_RDWR, os.O_CREAT, os.O_TRUNC | os.O_RDONLY, os.O_APPEND, 0o20200000):
         assert verdict("openat", -100, 0, flags) == eperm, oct(flags)
@@ -143,20 +144,37 @@ def test_a_rank_behind_the_walls_reaches_the_others_only_through_the_group(tmp_p
                 tried[name] = "done"
             except OSError as exc:
                 tried[name] = exc.errno
-        done = []
-        thread = threading.Thread(target=lambda: done.append(open(str(readable)).read()))
-        thread.start()
-        thread.join()
+        def ioprio():
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.syscall(251 if os.uname().machine == "x86_64" else 30, 1, 0, (2 << 13) | 7) != 0:
+                raise OSError(ctypes.get_errno(), "ioprio_set")
+
+        for name, action in {"a thread": lambda: threading.Thread(target=print).start(),
+                             "its own process group": lambda: os.setpgid(0, 0), "a session": os.setsid,
+                             "its I/O priority": ioprio}.items():
+            try:
+                action()
+                tried[name] = "done"
+            except OSError as exc:
+                tried[name] = exc.errno
+            except RuntimeError as exc:  # threading's "can't start new thread"
+                tried[name] = 1 if "new thread" in str(exc) else str(exc)
+        done = [open(str(readable)).read()]
         os.kill(os.getpid(), 0)  # itself: allowed
         total = torch.tensor([float(rank + 1)])
         dist.all_reduce(total)
-        return {"tried": tried, "read": done, "total": total}
+        filtered = [("Seccomp:\t2" in open(f"/proc/self/task/{tid}/status").read())
+                    for tid in os.listdir("/proc/self/task")]
+        return {"tried": tried, "read": done, "total": total, "filtered": filtered}
 
     run = run_ranks(attempt, 2)
     assert run.walls
     for result in run.results:
         assert result["read"] == ["course data"] and result["total"].tolist() == [3.0]
         assert set(result["tried"].values()) == {1}, result["tried"]  # EPERM, every one
+        assert len(result["filtered"]) > 1 and all(result["filtered"])  # gloo's threads are behind the filter too
     assert not os.path.exists(target) and readable.read_text() == "course data"
 
 
@@ -180,6 +198,19 @@ def test_the_wire_counts_tensors_and_glooss_framing_the_same_every_time():
     assert first.wire == second.wire == [[0, 1000 + 96, 0 + 96], [48, 0, 28 + 96], [48, 48, 0]]
     assert [first.sent_bytes(r) for r in range(3)] == [1000, 28, 0] and first.results == [0, 1, 2]
     assert first.messages[1] == [{"op": "recv", "peer": 0, "bytes": 1000}, {"op": "isend", "peer": 2, "bytes": 28}]
+
+
+def test_pairing_leaves_out_a_stray_connection_and_refuses_a_group_with_a_pair_missing():
+    from util.labs.lab13.wire import pair_ranks
+
+    ends = {0: [("a:1", "b:1"), ("a:2", "c:1")], 1: [("b:1", "a:1"), ("b:2", "c:2"), ("b:3", "x:9")],
+            2: [("c:1", "a:2"), ("c:2", "b:2")]}
+    assert pair_ranks(ends) == {(0, 0): 1, (0, 1): 2, (1, 0): 0, (1, 1): 2, (2, 0): 0, (2, 1): 1}  # b:3 left out
+    with pytest.raises(ValueError, match="rank 0 holds no connection to rank 2"):
+        pair_ranks({0: [("a:1", "b:1")], 1: [("b:1", "a:1"), ("b:2", "c:2")], 2: [("c:2", "b:2")]})
+    with pytest.raises(ValueError, match="to itself"):
+        pair_ranks({0: [("a:1", "a:2"), ("a:2", "a:1")], 1: []})
+    assert pair_ranks({0: [], 1: []}) == {}
 
 
 def test_where_the_kernel_cannot_count_a_run_says_so(monkeypatch):
@@ -365,9 +396,17 @@ def test_the_judge_draws_inputs_of_its_own_and_gives_each_rank_only_its_part(mon
     cases = {c.spec["run"]: dict(c.spec) for t in LAB.tasks for c in t.cases if "run" in c.spec}
     first = judge.inputs(cases["ring"])
     assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(first[2], judge.inputs(cases["ring"])[2]))
-    monkeypatch.setattr(judge, "SALT", b"another grader")
-    assert not np.array_equal(first[2][0]["x"], judge.inputs(cases["ring"])[2][0]["x"])
-    monkeypatch.undo()
+    from util.judging import secret
+
+    before = secret.current()
+    try:
+        secret.renew()  # another grading: other inputs, from the same spec and the same code
+        assert not np.array_equal(first[2][0]["x"], judge.inputs(cases["ring"])[2][0]["x"])
+    finally:
+        secret.install(before)
+    assert np.array_equal(first[2][0]["x"], judge.inputs(cases["ring"])[2][0]["x"])
+    header = judge.inputs(cases["ddp"])[1]
+    assert set(header) == {"widths", "cap_bytes"}  # no seed: the MLP's parameters travel as arrays
     _, _, ranks, full = judge.inputs(cases["ddp"])
     assert sum(len(r["y"]) for r in ranks) == len(full["y"]) and all(len(r["y"]) < len(full["y"]) for r in ranks)
     _, _, ranks, full = judge.inputs(cases["adam"])

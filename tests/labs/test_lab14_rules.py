@@ -103,3 +103,27 @@ def test_the_notebook_refuses_to_save_a_kernel_the_grader_would_not_run(tmp_path
     with pytest.raises(ValueError, match="the grader runs softmax_kernel only if it is written in Triton's language "
                                          "alone: tl.device_print is not among"):
         run_case(namespace["softmax_kernel"], {"rows": 2, "cols": 3, "seed": 0})
+
+
+LIST = ("a Python list is allowed only as a call's argument (a shape, line 4): a list lives only in the interpreter, "
+        "a GPU kernel holds its blocks in tensors (tl.zeros, tl.join, ...)")
+TARGET = "is not allowed (line 4): a kernel's values are immutable on a GPU, so assign a new name (x = ...) instead"
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("    held = [row]\n", LIST),
+    ("    held = (row,) + [row]\n", LIST),
+    ("    x_ptr.dtype = row\n", "assigning to an attribute " + TARGET),
+    ("    x_ptr.shape[0] = row\n", "assigning to an element " + TARGET),
+    ("    a, x_ptr.to = row, row\n", "assigning to an attribute " + TARGET),
+    ("    for x_ptr.to in range(3):\n        pass\n", "assigning to an attribute " + TARGET),
+])
+def test_what_only_the_interpreter_runs_is_refused(line, reason):
+    assert reason in problems(BODY + line.replace("line 4", "")), problems(BODY + line)
+
+
+@pytest.mark.parametrize("line", ["    z = tl.zeros([BLOCK], dtype=tl.float32)\n",
+                                  "    z = tl.full(shape=[BLOCK], value=0.0, dtype=tl.float32)\n",
+                                  "    a, b = row, (row, row)\n"])
+def test_a_list_as_a_shape_and_tuples_are_allowed(line):
+    assert problems(BODY + line) == []

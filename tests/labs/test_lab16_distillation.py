@@ -70,11 +70,13 @@ def test_the_course_loss_trains_the_student_and_the_labels_alone_do_not():
     loss = cell(LOSS)
     found, measures, problem = judge_distill.retrain({**SPEC, "cpu_seconds": 1.0}, cloudpickle.dumps(loss))
     assert problem == "" and found >= SPEC["min_accuracy"] and measures["cpu_seconds"] < 1.0, measures
-    split = digits_split()
+    split, seeds = digits_split(), judge_distill.draws(SPEC)  # the grading secret's draws (this process is the judge)
+    assert seeds["init"] != SPEC["seed"] and len(set(seeds.values())) == 3
     x, teacher, labels = distillation_data(split.x_train, split.y_train, teacher_logits(trained_digits(), split.x_train),
-                                           SPEC["labels"], SPEC["seed"])
-    here = train_student(loss_gradient(loss, SPEC["T"], SPEC["alpha"]), x, teacher, labels, SPEC["seed"])
-    assert accuracy(here, split.x_test, split.y_test) == found  # the judge's run is the notebook's run
+                                           SPEC["labels"], seeds["labels"])
+    here = train_student(loss_gradient(loss, SPEC["T"], SPEC["alpha"]), x, teacher, labels, seeds["init"],
+                         order_seed=seeds["order"])
+    assert accuracy(here, split.x_test, split.y_test) == found  # the judge's run is the notebook's loop, on its draws
     labels_only = cell(LOSS + "\n\ndef labels_only(s, t, y, T, alpha):\n    return distillation_loss(s, t, y, T, 0.0)\n",
                        "labels_only")
     [problem] = verdict(labels_only)

@@ -314,8 +314,14 @@ def test_lora_cases_pass_and_an_unfrozen_base_or_a_wrong_scaling_fails(solution,
     case = LAB.task("16.6").cases[0]
     _, data = saved("16.6", case, solution["add_lora"])
     arrays = unpacked(data)
-    everything = _forged(data, trainable=np.asarray(int(arrays["trainable"]) + 3_000))
+    everything = _forged(data, **{key: np.asarray(True) for key in arrays if key.startswith("trainable/")})
     assert "more than the adapters' r (in + out)" in verdict("16.6", case, everything)[0]
+    base = next(key for key in arrays if key.startswith("parameter/") and not arrays[key.replace("parameter/",
+                                                                                                  "trainable/")])
+    changed = _forged(data, **{base: arrays[base] + 1})  # the counts right, a base weight not the model's
+    assert verdict("16.6", case, changed) == [
+        f"the adapted model no longer holds the base model's {base.removeprefix('parameter/')} as a frozen parameter, "
+        "unchanged"]
     net = build_convnet(case.spec["model"], case.spec["seed"])
     x = torch.randn(case.spec["batch"], 1, 8, 8, generator=torch.Generator().manual_seed(case.spec["seed"]))
     with torch.no_grad():

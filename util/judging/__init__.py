@@ -4,9 +4,10 @@ with the mistakes the held-out attacks found (issue 49).
 * :mod:`util.judging.secret`: the grading secret, the only source a judge draws hidden inputs from (never a
   salt in a judge's source, never the case's spec alone);
 * :mod:`util.judging.student_code`: loading a student's pickled code in a student process before anything of a
-  case exists there, and bounding its pickle;
-* :mod:`util.judging.plain`: counts a judge grades, taken from plain data (arrays, shapes), never from a
-  method of an object the student built.
+  case exists there, and bounding its pickle.
+
+And one rule no module can hold for a judge: every count, size or flag it grades it computes from plain data
+(arrays, shapes, flags saved as data), never by calling a method of an object the student's code built.
 
 Who uses it: the labs' judges (``util/labs/labN/judge*.py``) and harnesses, the judge worker
 (``grader/judge/worker.py``, which installs the secret), and the attack kit (``tests/test_attack_kit.py``).

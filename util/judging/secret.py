@@ -11,8 +11,8 @@ course's code.
 
 A judge asks for what it needs by naming it::
 
-    rng = secret.generator("lab13", "inputs", json.dumps(spec, sort_keys=True))   # numpy Generator
-    seed = secret.seed("lab16", "batch order", case_id)                           # an int for torch.manual_seed
+    rng = secret.generator("labN", "inputs", json.dumps(spec, sort_keys=True))    # numpy Generator
+    seed = secret.seed("labN", "batch order", case_id)                            # an int for torch.manual_seed
 
 The same names give the same draw within one grading (the judge's reference run and the student's run see the
 same inputs), and different draws in the next grading: a submission graded twice is judged on two draws, so a

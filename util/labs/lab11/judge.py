@@ -106,6 +106,17 @@ MIN_DRAWN_SHAPE = 0.9
 median ratio: the profile's shape, whatever the load did to both profiles' scale. Measured at load averages of
 14 to 18 on 2 cores, every layer of the solution's profiles was within 0.58x to 1.16x of its median ratio; a cost
 model fitted to the shipped ResNet-18 trace had 11 % to 47 % of its layers outside."""
+RERUN_TOTAL_BAND = (2 / 3, 1.5)
+"""Student's / grader's total of a profile the grader ran again, its own measurement interleaved with the student's
+function's (:func:`_interleaved_profile`): both in processes started alike, on the same core, one after the other,
+each keeping its best per layer over the rounds. An honest profile stands within about 1.2x there, at load averages
+of 5 to 6 too; a profile three times the truth, or a recording of another input, is outside."""
+RERUN_SIDES = (128, 144, 160)
+"""The input sides a profile's own model is run again at (the case measures it at 64): there a recording of the
+case's input adds up to 0.53x (ResNet-18) and 0.55x (MobileNetV2) of the grader's measurement at 128 pixels, less
+at 144 and 160 (a layer's fixed costs do not grow with the pixels)."""
+PROFILE_ROUNDS = 3
+"""Rounds of an interleaved profile comparison, while it fails (see :data:`RERUN_TOTAL_BAND`)."""
 UNITS = {"peak": "GFLOP/s", "bandwidth": "GB/s"}
 PAUSES = (1.0, 3.0)
 """Seconds to wait before each measurement again (:data:`AGAIN` of them): a burst of load on the machine passes."""
@@ -128,7 +139,7 @@ def check(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[st
     if spec.get("measure") is None:
         return []
     _drawn_best.clear()
-    seed = drawn_seed()
+    seed = drawn_seed(spec)
     problems, _ = _assess(spec, data, fresh=False, seed=seed)
     for pause in PAUSES:  # measured again (the same model) before it fails
         if not problems or _invalid(problems):
@@ -146,7 +157,7 @@ def assess(spec: Mapping[str, Any], data: bytes, *, fresh: bool = False,
     a profile or an achieved GFLOP/s is run again on (default: drawn afresh, :func:`drawn_seed`). Runs in a
     judge process, or under ``grader.judge.isolated.serving()`` (it starts a student process)."""
     _drawn_best.clear()
-    problems, figures = _assess(spec, data, fresh=fresh, seed=drawn_seed() if seed is None else seed)
+    problems, figures = _assess(spec, data, fresh=fresh, seed=drawn_seed(spec) if seed is None else seed)
     return _strip(problems), figures
 
 
@@ -174,7 +185,8 @@ def _strip(problems: list[str]) -> list[str]:
 
 def _band_text(band: tuple[float, float]) -> str:
     """``"0.5x to 2x"``, ``"1/3x to 3x"``: a lower bound below one half as the fraction it is."""
-    low = f"1/{round(1 / band[0])}" if band[0] < 0.5 and math.isclose(1 / band[0], round(1 / band[0])) else f"{band[0]:g}"
+    low = f"1/{round(1 / band[0])}" if band[0] < 0.5 and math.isclose(1 / band[0], round(1 / band[0])) \
+        else f"{band[0]:.2g}"
     return f"{low}x to {band[1]:g}x"
 
 
@@ -234,12 +246,24 @@ def spearman(a, b) -> float:
     return float((ra * rb).sum() / denominator) if denominator else 0.0
 
 
-def drawn_seed() -> int:
-    """A fresh seed for the model the grader runs the student's function on again: drawn for each assessment,
-    never written anywhere a submission can read, so no recording made before the grading can answer it."""
-    import secrets
+def drawn_seed(spec: Mapping[str, Any] | None = None) -> int:
+    """The seed of the model the grader runs the student's function on again (and of the input side a profile's own
+    model is run again at): drawn from the grading secret for this case (:mod:`util.judging.secret`), the same within
+    one grading and another in the next, never written anywhere a submission can read, so no recording made before
+    the grading can answer it."""
+    import json
 
-    return secrets.randbelow(1 << 31)
+    from util.judging import secret
+
+    return secret.seed("lab11", "drawn", json.dumps(dict(spec or {}), sort_keys=True), bits=31)
+
+
+def drawn_side(seed: int) -> int:
+    """The input side a profile's own model (ResNet-18, MobileNetV2) is run again at, from ``seed``: one of
+    :data:`RERUN_SIDES`, none of them the case's 64, so no recording of the case's input answers it."""
+    import random
+
+    return random.Random(int(seed) ^ 0x5EED).choice(RERUN_SIDES)
 
 
 _processes: dict[str, Any] = {}
@@ -274,7 +298,11 @@ def _ask(who: str, header: dict, pickled: bytes) -> tuple[dict | None, str]:
             if _processes.get(who) is None:
                 _processes[who] = StudentProcess.start("util.labs.lab11.measure_harness:serve", cpu=cpu,
                                                        max_data=1 << 16, seconds=600)
-            _processes[who].send(header, data=pickled)
+            _processes[who].send({"load": True}, data=pickled)  # loaded before the request exists there
+            reply, _ = _processes[who].receive(timeout=RERUN_SECONDS)
+            if reply.get("loaded") is not True:
+                return reply, ""
+            _processes[who].send(header)
             reply, _ = _processes[who].receive(timeout=RERUN_SECONDS)
             return reply, ""
         except ChannelError as exc:
@@ -300,17 +328,18 @@ def _reference_achieved(seed: int, batches: list[int], runs: int) -> dict[int, f
     return dict(zip(batches, reply["gflops"]))
 
 
-@functools.lru_cache(maxsize=1)
-def _reference_pickled() -> bytes:
-    """:func:`util.labs.lab11.judge_measure.reference_gflops`, pickled by value (a student process cannot import a
-    judge's module), once per judge process."""
+@functools.lru_cache(maxsize=2)
+def _reference_pickled(name: str = "reference_gflops") -> bytes:
+    """The course's own measurement ``name`` of :mod:`util.labs.lab11.judge_measure` (``reference_gflops`` or
+    ``reference_profile``), pickled by value (a student process cannot import a judge's module), once per judge
+    process."""
     import cloudpickle
 
     from util.labs.lab11 import judge_measure
 
     cloudpickle.register_pickle_by_value(judge_measure)
     try:
-        return cloudpickle.dumps(judge_measure.reference_gflops)
+        return cloudpickle.dumps(getattr(judge_measure, name))
     finally:
         cloudpickle.unregister_pickle_by_value(judge_measure)
 
@@ -342,6 +371,11 @@ def _quiet_student():
 
 
 def _profile(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
+    """A profile case: the profile the kernel measured, judged on its shape (:func:`_profile_problems` with
+    ``either_scale``, no total: that profile was measured once, under whatever load the kernel had); then the
+    student's ``profile_layers`` run again by the grader on the case's model at an input side drawn for this grading
+    and on a CNN drawn for it, each against the grader's own measurement interleaved with it
+    (:func:`_interleaved_profile`), where the total is judged too, in :data:`RERUN_TOTAL_BAND`."""
     from util.labs.lab11 import judge_measure
 
     arrays, problems = read_saved_arrays(data, expected=["names", "seconds", "function"])
@@ -354,35 +388,87 @@ def _profile(spec, data, fresh, seed) -> tuple[list[str], dict[str, float]]:
     if arrays["function"].dtype != np.uint8 or arrays["function"].ndim != 1:
         return [_INVALID + "the case saved no profile_layers for the grader to run again"], {}
     grader = judge_measure.profile(spec["model"], spec["shape"], spec["runs"], fresh=fresh)
-    problems, figures = _profile_problems(names.tolist(), seconds.tolist(), grader, "", total_band=PROFILE_TOTAL_BAND,
+    problems, figures = _profile_problems(names.tolist(), seconds.tolist(), grader, "", total_band=None,
                                           either_scale=True)
     if _invalid(problems):
         return problems, figures
-    reply, problem = _rerun("profile", {"seed": seed, "runs": int(spec["runs"])}, arrays["function"].tobytes(),
-                            "profile_layers")
-    if reply is None:
-        return problems + [problem], figures
+    pickled, runs = arrays["function"].tobytes(), int(spec["runs"])
+    side = drawn_side(seed)
+    shape = [int(spec["shape"][0]), int(spec["shape"][1]), side, side]
+    for request, where, key in (
+            ({"model": str(spec["model"]), "shape": shape, "runs": runs},
+             f"run again by the grader on {spec['model']} at {side}x{side} pixels, ", "own"),
+            ({"seed": seed, "runs": runs}, "run again by the grader on a CNN it drew for this grading, ", "drawn")):
+        again, more = _interleaved_profile(request, pickled, where, fresh)
+        figures.update({f"{key}_{name}": value for name, value in more.items() if name != "margin"})
+        figures["margin"] = min(figures.get("margin", math.inf), more.get("margin", 0.0))
+        problems += again
+        if _invalid(again):
+            break
+    return problems, figures
+
+
+def _interleaved_profile(request: dict, pickled: bytes, where: str, fresh: bool) -> tuple[list[str], dict[str, float]]:
+    """The student's ``profile_layers`` run again on ``request``'s model (a course model at a shape, or the CNN a
+    seed draws) in the student process, then the grader's own profile of the same model in a process started the same
+    way (:func:`_reference_profile`, the student's stopped), for up to :data:`PROFILE_ROUNDS` rounds while they
+    disagree, each side keeping its fastest time per layer: the total within :data:`RERUN_TOTAL_BAND`,
+    :data:`MIN_DRAWN_IN_BAND` of the layers within :data:`BAND` and :data:`MIN_DRAWN_SHAPE` of them within it of the
+    median ratio."""
+    from util.labs.lab11 import judge_measure
+
+    mine: dict[str, float] = {}
+    theirs: dict[str, float] = {}
+    problems: list[str] = []
+    figures: dict[str, float] = {}
+    for round_ in range(PROFILE_ROUNDS):
+        reply, problem = _rerun("profile", request, pickled, "profile_layers")
+        if reply is None:
+            return [problem], figures
+        names, seconds = reply.get("names"), reply.get("seconds")
+        if not isinstance(names, list) or not isinstance(seconds, list) or len(names) != len(seconds) \
+                or not all(isinstance(n, str) for n in names) \
+                or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
+                           for t in seconds):
+            return [_INVALID + f"{where}profile_layers did not return {{layer name: seconds}} with a positive, finite "
+                    "number of seconds for each layer"], figures
+        grader = _reference_profile(request)
+        if grader is None:  # the course's own process gave no answer: the judge's own measurement instead
+            with _quiet_student():
+                grader = judge_measure.drawn_profile(request["seed"], request["runs"], fresh=fresh or round_ > 0) \
+                    if "seed" in request else judge_measure.profile(request["model"], request["shape"],
+                                                                    request["runs"], fresh=fresh or round_ > 0)
+        found = dict(zip(names, seconds))
+        if len(found) == len(names) and set(found) == set(grader):
+            mine = {n: min(float(found[n]), mine.get(n, math.inf)) for n in grader}
+            theirs = {n: min(float(grader[n]), theirs.get(n, math.inf)) for n in grader}
+            names, seconds, grader = list(mine), list(mine.values()), theirs
+        problems, figures = _profile_problems(names, seconds, grader, where, MIN_DRAWN_IN_BAND, MIN_DRAWN_SHAPE,
+                                              total_band=RERUN_TOTAL_BAND)
+        if not problems or _invalid(problems):
+            break
+        if round_ + 1 < PROFILE_ROUNDS:
+            time.sleep(DRAWN_PAUSE)
+    return problems, figures
+
+
+def _reference_profile(request: dict) -> dict[str, float] | None:
+    """``{layer: seconds}`` of ``request``'s model measured by the course's own profile
+    (:func:`util.labs.lab11.judge_measure.reference_profile`) in a process started exactly as the student's is, while
+    the student's is stopped (see :func:`_reference_achieved`); ``None`` when that process gave no answer."""
     with _quiet_student():
-        drawn = judge_measure.drawn_profile(seed, spec["runs"], fresh=fresh)
-    names, seconds = reply.get("names"), reply.get("seconds")
-    if not isinstance(names, list) or not isinstance(seconds, list) or len(names) != len(seconds) \
-            or not all(isinstance(n, str) for n in names) \
-            or not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t > 0
-                       for t in seconds):
-        return problems + [_INVALID + "run again by the grader on a CNN of its own, profile_layers did not return "
-                           "{layer name: seconds} with a positive, finite number of seconds for each layer"], figures
-    again, more = _profile_problems(names, seconds, drawn, "run again by the grader on a CNN it drew for this grading, ",
-                                    MIN_DRAWN_IN_BAND, MIN_DRAWN_SHAPE)
-    figures.update({f"drawn_{key}": value for key, value in more.items() if key != "margin"})
-    figures["margin"] = min(figures.get("margin", math.inf), more.get("margin", 0.0))
-    return problems + again, figures
+        reply, _ = _ask("reference", {"profile": request}, _reference_pickled("reference_profile"))
+    names, seconds = (reply or {}).get("names"), (reply or {}).get("seconds")
+    if not isinstance(names, list) or not isinstance(seconds, list) or len(names) != len(seconds) or not names:
+        return None
+    return dict(zip(names, seconds))
 
 
 def _profile_problems(names: list, seconds: list, grader: dict[str, float], where: str,
                       min_in_band: float = MIN_LAYERS_IN_BAND, min_shape: float = 0.0, *,
-                      total_band: tuple[float, float] = BAND, either_scale: bool = False) -> tuple[list[str], dict[str, float]]:
+                      total_band: tuple[float, float] | None = BAND, either_scale: bool = False) -> tuple[list[str], dict[str, float]]:
     """The student's profile ``names``/``seconds`` against the grader's ``{layer: seconds}``: the layers, the
-    rank correlation, the total (within ``total_band``), the share of layers within :data:`BAND` (at least
+    rank correlation, the total (within ``total_band``; ``None``: not judged), the share of layers within :data:`BAND` (at least
     ``min_in_band``) and the share within :data:`BAND` of the median ratio (at least ``min_shape``); with
     ``either_scale``, ``min_in_band`` is met by either share (a profile measured while the core was shared is slower
     throughout and keeps its proportions); ``where`` starts each sentence."""
@@ -402,13 +488,14 @@ def _profile_problems(names: list, seconds: list, grader: dict[str, float], wher
     shape = float(np.mean((relative >= BAND[0]) & (relative <= BAND[1])))
     in_band = max(within, shape) if either_scale else within
     figures = {"spearman": rho, "total_ratio": total, "layers_in_band": within, "shape_in_band": shape,
-               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, total_band), in_band / min_in_band,
+               "margin": min(rho / MIN_SPEARMAN, _band_margin(total, total_band) if total_band else math.inf,
+                             in_band / min_in_band,
                              shape / min_shape if min_shape else math.inf)}
     problems = []
     if rho < MIN_SPEARMAN:
         problems.append(f"{where}your per-layer times rank the layers unlike the grader's own profile (Spearman "
                         f"{rho:.3f}, at least {MIN_SPEARMAN:g} needed): warm up first and take each layer's best of the runs")
-    if not total_band[0] <= total <= total_band[1]:
+    if total_band is not None and not total_band[0] <= total <= total_band[1]:
         problems.append(f"{where}your per-layer times add up to {total:.2f}x the grader's (within {_band_text(total_band)} "
                         "needed): report seconds, the best of the runs")
     if in_band < min_in_band:

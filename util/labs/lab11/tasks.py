@@ -350,7 +350,7 @@ LAB = Lab(
             keys=("measured_s", "ratio", "spearman"), tolerance=FLOATS,
             function="profile_layers", run_case=PROFILE_CASES, grader_check=f"{JUDGE}:check",
             checks=CHECKS["11.5"],
-            hidden_points=18,
+            hidden_points=18, judged=("function",),
         ),
         Task(
             id="11.6", title="Batch size moves layers across the ridge", answer_points=1, written=WRITTEN["11.6"],
@@ -358,7 +358,7 @@ LAB = Lab(
                    "layer3.0.conv2, layer4.1.conv1 and fc of ResNet-18",
             tolerance=FLOATS, function="ridge_batch", run_case=BATCH_CASES, grader_check=f"{JUDGE}:check",
             checks=CHECKS["11.6"],
-            hidden_points=14,
+            hidden_points=14, judged=("function",),
         ),
     ),
 )

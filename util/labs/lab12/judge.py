@@ -73,11 +73,25 @@ def _rerun_grad(pickled: bytes, spec: Mapping[str, Any]) -> tuple[dict | None, s
     return found, ""
 
 
+def rerun_start(spec: Mapping[str, Any]) -> int:
+    """Where the inputs of 12.1's re-run start (``graphs.feeds``: the first training image, or the seed of the uniform
+    values), drawn from the grading secret for this case, never the spec's: a ``grad`` cannot have been computed
+    beforehand for them. The judge's own float64 autograd runs on the same inputs."""
+    import json
+
+    from util.data import TRAIN
+    from util.judging import secret
+
+    return int(secret.generator("lab12", "12.1", json.dumps(dict(spec), sort_keys=True)).integers(
+        0, TRAIN - int(spec["batch"]) + 1))
+
+
 def check_grads(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
     """Task 12.1: the student's ``grad``, run again by the grader where autograd cannot run (another student
     process: one thread, no thread or process can start, autograd refused with no way to turn the refusal
     off), must give each gradient within ``tolerance.rtol`` of float64 autograd, relative to the largest element
-    of the float64 gradient (``max|g - g64| / max|g64|``). The kernel's own gradients count for nothing."""
+    of the float64 gradient (``max|g - g64| / max|g64|``), on inputs drawn from the grading secret
+    (:func:`rerun_start`). The kernel's own gradients count for nothing."""
     import numpy as np
     import torch
 
@@ -92,6 +106,7 @@ def check_grads(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> l
     pickled = arrays["grad_fn"].tobytes()
     if len(pickled) > MAX_GRAD_PICKLE:
         return [f"grad pickles to {len(pickled):,} bytes; the grader runs again at most {MAX_GRAD_PICKLE:,}"]
+    spec = {**spec, "start": rerun_start(spec)}  # the re-run's inputs: drawn from the grading secret
     rerun, problem = _rerun_grad(pickled, spec)
     if rerun is None:
         return [problem]

@@ -175,7 +175,7 @@ LAB = Lab(
             answer="{parameter: float(norm of its gradient)} for the MLP on 64 digits (w0, b0, w1, b1, w2, b2)",
             keys=("w0", "b0", "w1", "b1", "w2", "b2"), tolerance=GRADIENTS,
             function="grad", run_case=_grad, grader_check=f"{JUDGE}:check_grads", checks=CHECKS["12.1"],
-            hidden_points=20,
+            hidden_points=20, judged=("function",),
         ),
         Task(
             id="12.2", title="Training memory", answer_points=2, written=WRITTEN["12.2"],
@@ -206,7 +206,7 @@ LAB = Lab(
             keys=("test_accuracy", "eval_mode"), tolerance=ACCURACY,
             function="train", run_case=_train, grader_check="util.labs.lab12.judge_training:check_training",
             checks=CHECKS["12.5"],
-            hidden_points=15,
+            hidden_points=15, judged=("function",),
         ),
     ),
 )

@@ -4,7 +4,8 @@ The grader re-runs the functions of tasks 13.1, 13.3, 13.5 and 13.6 on ranks of 
 (:mod:`util.labs.lab13.rank_harness`), and runs its own versions the same way to count what the stated
 algorithms put on the wire. Each rank receives only its own inputs (its chunk of the data, its shard of the
 weights) as arrays, and :func:`call` turns them into the call the notebook makes. A caller's ``header`` holds
-what every rank may know (the MLP's widths and seed, the learning rate).
+what every rank may know (the MLP's widths, the bucket cap, the learning rate): no seed, no spec; the MLP's
+parameters come as arrays too.
 """
 from __future__ import annotations
 
@@ -24,10 +25,26 @@ def _ring(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], ra
     return fn(_tensor(arrays, "x"), rank, world)
 
 
-def _ddp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+def mlp_from(widths: list[int], arrays: Mapping[str, Any]):
+    """The course's MLP of ``widths`` (:func:`util.labs.lab13.nets.build_mlp`) holding the parameters the grader
+    sent (arrays ``p0``, ``p1``, ... in ``parameters()`` order)."""
+    import torch
+
     from util.labs.lab13.nets import build_mlp
 
-    model = build_mlp(header["widths"], header["seed"])
+    model = build_mlp(widths, 0)
+    with torch.no_grad():
+        for index, parameter in enumerate(model.parameters()):
+            value = _tensor(arrays, f"p{index}")
+            if tuple(value.shape) != tuple(parameter.shape):
+                raise ValueError(f"the grader sent parameter {index} of shape {list(value.shape)}; the MLP's is "
+                                 f"{list(parameter.shape)}")
+            parameter.copy_(value)
+    return model
+
+
+def _ddp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    model = mlp_from([int(w) for w in header["widths"]], arrays)
     return fn(model, _tensor(arrays, "x"), _tensor(arrays, "y"), rank, world, int(header["cap_bytes"]))
 
 

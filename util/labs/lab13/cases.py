@@ -5,8 +5,9 @@ which receives each case's input only when the grader runs it (``util.hidden``).
 each task's cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
 
 A parallel case names a run (world size, shapes, a seed) and what it decides (``check``: ``result``,
-``buckets`` or ``bytes``); the judge draws the run's inputs itself from the seed and a salt of its own, and
-the cases of one run share it. Any seed makes a valid run (``seeds=("seed",)``).
+``buckets`` or ``bytes``); the judge draws the run's inputs itself from the grading secret
+(:mod:`util.judging.secret`) and the run (the seed only tells runs of the same shape apart), and the cases of
+one run share it. Any seed makes a valid run (``seeds=("seed",)``), and so does any secret.
 """
 from __future__ import annotations
 

@@ -4,26 +4,33 @@ Nothing a notebook's kernel computed decides a case. The hidden cases of 13.1, 1
 student's function (pickled by value); here, in the grader's judge process, each is run again:
 
 * **on the student's side**, in a student process the grader starts (:mod:`util.labs.lab13.rank_harness`):
-  its ranks are forked before any input exists, each receives only its own inputs (its part of the data,
-  its shard of the weights or of the optimizer state), runs behind the walls (:mod:`util.labs.lab13.walls`:
-  no files written, no sockets, pipes or signals: the process group is the only way between ranks), and the
-  process that forked them, which runs no student code, counts the bytes that arrive on every connection
-  with the kernel's own counters (:mod:`util.labs.lab13.wire`);
+  its ranks are forked before any input exists; each reads of ``/proc`` only its own entry
+  (:mod:`util.labs.lab13.apart`: no rank reads another's ``cmdline``, ``stat`` or anything else), runs behind
+  the walls (:mod:`util.labs.lab13.walls`: no files written, no sockets, pipes, signals or new processes: the
+  process group is the only way between ranks), loads the student's function there, bounded, and only then
+  receives its own inputs (its part of the data, its shard of the weights or of the optimizer state: values,
+  never the spec or a seed); the process that forked them, which runs no student code, counts the bytes that
+  arrive on every connection with the kernel's own counters (:mod:`util.labs.lab13.wire`);
 * **on the grader's side**, here: the stated algorithm (:mod:`util.labs.lab13.judge_reference`) on the same
   inputs on ranks of the judge's own, counted the same way.
 
-The inputs are drawn here from the case's seed and a salt only the grader holds, so no notebook can
-compute them. A case's ``check`` says what it decides: ``result`` (every rank's output against the
-grader's own one-process computation, in float64 where it matters, integers exactly), ``buckets`` (the
-bucket layout against the stated rule) or ``bytes`` (the bytes between every pair of ranks, counted on the
-wire, equal to the stated algorithm's: so a rank that sends a whole tensor where a chunk is due, makes an
-extra call, or all-reduces per parameter instead of per bucket is caught whatever its own log says). The
-result and bytes cases of one input share one run. 13.7's saved schedule is replayed here by the course's
-replay and compared with the stated schedule's makespan and activations.
+Every input is drawn here from the grading secret (:mod:`util.judging.secret`, which no student process ever
+receives) and the run: a notebook or a rank that knows the case's spec and this file still cannot compute
+them, so a rank's result can depend on another rank's inputs only through what crossed the wire between them.
+A case's ``check`` says what it decides: ``result`` (every rank's output against the grader's own one-process
+computation, in float64 where it matters, integers exactly), ``buckets`` (the bucket layout against the
+stated rule) or ``bytes`` (the bytes between every pair of ranks, counted on the wire, equal to the stated
+algorithm's: so a rank that sends a whole tensor where a chunk is due, makes an extra call, or all-reduces per
+parameter instead of per bucket is caught whatever its own log says). The result and bytes cases of one input
+share one run. 13.7's saved schedule is replayed here by the course's replay and compared with the stated
+schedule's makespan and activations. A run whose ranks were not kept apart or not walled (a machine without
+Landlock or seccomp) is not judged: its cases fail with a message for the instructor.
 
-What stays the student's: a rank may read what any process may read of another in ``/proc`` (sizes, CPU
-times), far too narrow a channel for a tensor; and an algorithm that moves exactly the stated bytes between
-the same ranks with other tensors would pass the bytes check (it would have to be as good as the ring).
+What stays the student's: what crossed the wire is counted, not read (gloo connects the ranks directly; reading
+the payload would need the launcher to relay every connection, a few milliseconds a run at these sizes), so an
+algorithm that moves exactly the stated bytes between the same ranks with other tensors would pass the bytes
+case (it would have to be as good as the ring, and its results are judged apart); and ranks share a machine,
+so timing (who waits for the CPU, caches) is a channel no wall closes.
 """
 from __future__ import annotations
 
@@ -34,8 +41,6 @@ from typing import Any, Mapping
 
 from util.contract import Tolerance
 
-SALT = b"lab13 judge inputs: the grader's own draw"
-"""Mixed into every input the judge draws: a notebook that knows a case's spec still cannot draw them."""
 RUN_TIMEOUT = 30.0
 """Seconds a run's ranks may take (their collectives' timeout too)."""
 PROCESS_AGE = 110.0
@@ -70,10 +75,31 @@ def _timeout(spec: Mapping[str, Any]) -> float:
 
 
 def _generator(spec: Mapping[str, Any]):
+    """The run's inputs' generator: drawn from the grading secret (:mod:`util.judging.secret`) and the run, so
+    that nothing a notebook or a rank holds (the spec, the course's code) determines them."""
+    from util.judging import secret
+
+    return secret.generator("lab13", "inputs", _run_key(spec))
+
+
+def _cache_key(*parts: str) -> str:
+    """A cache key that also names this grading's secret (a test that renews it draws new inputs)."""
+    from util.judging import secret
+
+    return secret.digest("lab13", "cache").hex()[:16] + "".join(parts)
+
+
+def mlp_weights(widths: list[int], rng) -> dict[str, Any]:
+    """An MLP's parameters drawn from ``rng`` (PyTorch's default initialisation's range), as arrays ``p0``,
+    ``p1``, ... in ``parameters()`` order: sent to every rank of a data-parallel run as data, never as a seed."""
     import numpy as np
 
-    digest = hashlib.sha256(SALT + _run_key(spec).encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+    weights = {}
+    for index, (width_in, width_out) in enumerate(zip(widths, widths[1:])):
+        bound = 1 / np.sqrt(width_in)
+        weights[f"p{2 * index}"] = rng.uniform(-bound, bound, (width_out, width_in)).astype(np.float32)
+        weights[f"p{2 * index + 1}"] = rng.uniform(-bound, bound, width_out).astype(np.float32)
+    return weights
 
 
 def inputs(spec: Mapping[str, Any]) -> tuple[str, dict, list[dict], dict]:
@@ -93,9 +119,11 @@ def inputs(spec: Mapping[str, Any]) -> tuple[str, dict, list[dict], dict]:
         widths, rows = [int(w) for w in spec["widths"]], int(spec["rows"])
         x = rng.standard_normal((rows, widths[0])).astype(f32)
         y = rng.integers(0, widths[-1], rows).astype(np.int64)
-        header = {"widths": widths, "seed": int(rng.integers(0, 100_000)), "cap_bytes": int(spec["cap_bytes"])}
+        weights = mlp_weights(widths, rng)
+        header = {"widths": widths, "cap_bytes": int(spec["cap_bytes"])}
         shards = np.array_split(np.arange(rows), world)
-        return "ddp_gradients", header, [{"x": x[i], "y": y[i]} for i in shards], {"x": x, "y": y}
+        return "ddp_gradients", header, [{"x": x[i], "y": y[i], **weights} for i in shards], {"x": x, "y": y,
+                                                                                            **weights}
     if run == "adam":
         n = int(spec["n"])
         params, grads = rng.standard_normal(n).astype(f32), (0.1 * rng.standard_normal(n)).astype(f32)
@@ -153,11 +181,18 @@ def student_run(pickled: bytes, spec: Mapping[str, Any]) -> tuple[dict | None, s
     from util.labs.lab13.ranks import unpack
     from util.student_process import ChannelError
 
-    key = hashlib.sha256(pickled).hexdigest() + _run_key(spec)
+    key = _cache_key(hashlib.sha256(pickled).hexdigest(), _run_key(spec))
     if key in _runs:
         return _runs[key]
     name, header, ranks, _ = inputs(spec)
     world = int(spec["world"])
+    from util.judging.student_code import TooLarge, check_size
+    from util.labs.lab13.rank_harness import MAX_FUNCTION
+
+    try:
+        check_size(pickled, MAX_FUNCTION, f"the pickled {name}")
+    except TooLarge as exc:
+        return None, str(exc)
     outcome: tuple[dict | None, str]
     for attempt in range(2):  # a process that died between runs is replaced once
         try:
@@ -195,6 +230,11 @@ def _read_reply(reply: dict, data: bytes, world: int, name: str, unpack) -> tupl
         return None, f"{where}, {str(reply['timeout'])[:300]}"
     if "done" not in reply:
         return None, f"{where}, the ranks could not be started: {str(reply.get('failed'))[:300]}"
+    if reply.get("walls") is not True or reply.get("apart") is not True:
+        return None, (f"{where}: this grader's machine could not keep the ranks apart (seccomp walls: "
+                      f"{reply.get('walls') is True}, Landlock: {reply.get('apart') is True}), so the case was not "
+                      "judged; the instructor must grade lab 13 on Linux 5.13 or later with Landlock enabled (x86-64 or "
+                      "arm64)")
     try:
         results = unpack(reply["done"], data)
     except ValueError as exc:
@@ -215,7 +255,7 @@ def reference_run(spec: Mapping[str, Any]) -> dict:
     from util.labs.lab13 import calls, judge_reference
     from util.labs.lab13.ranks import launch
 
-    key = _run_key(spec)
+    key = _cache_key(_run_key(spec))
     if key not in _references:
         name, header, ranks, _ = inputs(spec)
         reference = judge_reference.FUNCTIONS[name]
@@ -352,8 +392,8 @@ def check_ddp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> lis
     import torch
     import torch.nn.functional as F
 
+    from util.labs.lab13.calls import mlp_from
     from util.labs.lab13.judge_reference import make_buckets, ready_sizes
-    from util.labs.lab13.nets import build_mlp
 
     pickled, problems = _function(data)
     if problems:
@@ -364,7 +404,7 @@ def check_ddp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> lis
     if spec["check"] == "bytes":
         return bytes_problems(run, reference_run(spec), "one all_reduce per bucket, the buckets in order,")
     _, header, _, full = inputs(spec)
-    model = build_mlp(header["widths"], header["seed"])
+    model = mlp_from(header["widths"], full)
     world = int(spec["world"])
     for rank, result in enumerate(run["results"]):
         if not isinstance(result, dict) or set(result) != {"grads", "buckets"}:

@@ -4,7 +4,9 @@
 same :func:`launch`. Each rank is a fork of the calling process (a fork starts in about 0.1 s; a fresh
 interpreter would import torch again, 4-16 s), and before any of your code runs in it, it
 
-1. closes every descriptor it inherited but its standard streams and its own line to the launcher;
+1. closes every descriptor it inherited but its standard streams and its own line to the launcher, and
+   keeps its reading to itself (:mod:`util.labs.lab13.apart`: of ``/proc``, its own entry only, so no rank
+   reads another's);
 2. uses **one** torch thread (a fork of a process that used OpenMP threads hangs if it uses them again);
 3. joins the group: ``dist.init_process_group("gloo", init_method="file://<a fresh folder>", ...)`` over the
    loopback interface, with ``timeout`` seconds for every collective;
@@ -14,7 +16,8 @@ interpreter would import torch again, 4-16 s), and before any of your code runs 
    tensors), captures what it prints (``Run.output``), and puts itself behind the walls
    (:mod:`util.labs.lab13.walls`): from then on it reaches the other ranks only through the group.
 
-Then your function runs, and what it returns comes back as numpy arrays (tensors are copied; tuples come
+Then your function runs (the grader's re-runs first load the student's function, still before the rank has
+received any input: ``load``), and what it returns comes back as numpy arrays (tensors are copied; tuples come
 back as lists). A rank that raises makes :func:`launch` raise :class:`RankError` with its traceback; ranks
 still running after ``timeout`` seconds (a ``recv`` nobody sends to) are killed, and :class:`RankTimeout`
 says which had finished. Nothing a rank sends back is unpickled: results travel as JSON and ``.npz`` arrays.
@@ -85,6 +88,9 @@ class Run:
     """What each rank printed."""
     walls: bool = True
     """Whether the ranks ran behind the walls (False on a machine without the filter)."""
+    apart: bool = True
+    """Whether each rank could read only its own ``/proc`` entry (False on a machine without Landlock:
+    :mod:`util.labs.lab13.apart`)."""
 
     def sent_bytes(self, rank: int) -> int:
         """Bytes of tensors ``rank`` passed to ``send``/``isend``."""
@@ -219,7 +225,8 @@ def _nbytes(args: tuple, kwargs: dict) -> int:
     return total
 
 
-def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable, timeout: float) -> None:
+def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable | None, timeout: float,
+          load: Callable[[], Callable] | None) -> None:
     """The body of a forked rank (see the module's docstring); never returns."""
     code = 0
     try:
@@ -227,6 +234,9 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable,
         limit = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024
         os.closerange(3, fd)
         os.closerange(fd + 1, max(limit, fd + 2))
+        from util.labs.lab13 import apart
+
+        apart_ = apart.install()  # one thread now: every thread started later (gloo's) inherits it
         channel = Channel(line, max_data=MAX_RESULT, peer="the launcher")
         captured = io.StringIO()
         sys.stdout = sys.stderr = captured
@@ -248,9 +258,12 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable,
         log = _Log()
         log.wrap(dist)
         walled = walls.install()
-        header, data, fds = channel.receive()
-        Channel._close_fds(fds)
         try:
+            if load is not None:  # the student's code, loaded before anything of the run is in this process
+                job = load()
+                load = None
+            header, data, fds = channel.receive()
+            Channel._close_fds(fds)
             result = job(rank, world, header.get("go") or {}, data)
             tree, arrays = pack(result)
         except BaseException:  # the notebook's code may raise anything; say what and where
@@ -259,7 +272,7 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable,
             code = 1
         else:
             channel.send({"done": tree, "output": captured.getvalue()[-MAX_OUTPUT:], "walls": walled,
-                          "messages": log.calls[:MAX_MESSAGES]}, data=arrays)
+                          "apart": apart_, "messages": log.calls[:MAX_MESSAGES]}, data=arrays)
     except BaseException:  # set-up failed: tell the launcher if it can still hear
         code = 2
         try:
@@ -273,12 +286,14 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable,
 # ------------------------------------------------------------------ the launcher
 
 
-def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: float = 60.0,
-           feed: Callable[[int], tuple[dict, bytes]] | None = None) -> Run:
+def launch(world: int, job: Callable[[int, int, dict, bytes], Any] | None, *, timeout: float = 60.0,
+           feed: Callable[[int], tuple[dict, bytes]] | None = None, load: Callable[[], Callable] | None = None) -> Run:
     """Fork ``world`` ranks, set each up (see the module's docstring), then call ``job(rank, world, header,
     data)`` in each, behind the walls; ``feed(rank) -> (header, data)``, called here after the ranks are
-    forked and ready, gives each rank its own input (so no rank is forked holding another's). Returns the
-    :class:`Run`; raises :class:`RankError` or :class:`RankTimeout` (every rank is ended either way)."""
+    forked and ready, gives each rank its own input (so no rank is forked holding another's). ``load() ->
+    job``, where given, runs in each rank behind the walls before its input arrives (the grader's re-runs
+    unpickle the student's function there, so that nothing of the run is in the process while it loads).
+    Returns the :class:`Run`; raises :class:`RankError` or :class:`RankTimeout` (every rank is ended either way)."""
     import torch  # noqa: F401  (imported once here, so that no rank imports it again)
     import torch.distributed  # noqa: F401
 
@@ -301,7 +316,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
         for rank in range(world):
             pid = os.fork()
             if pid == 0:
-                _rank(rank, world, store, lines[rank][1], job, timeout)
+                _rank(rank, world, store, lines[rank][1], job, timeout, load)
             pids.append(pid)
         for _, theirs in lines:
             theirs.close()
@@ -311,7 +326,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
                 Channel._close_fds(fds)
                 raise RankError(rank, str(header["raised"]), outputs)
             meter.add(rank, [socket.socket(fileno=fd) for fd in fds])
-        before = meter.matrix()
+        before, strays = meter.matrix(), meter.stray_bytes()
         for rank, channel in enumerate(channels):
             header, data = feed(rank) if feed is not None else ({}, b"")
             channel.send({"go": header}, data=data)
@@ -325,6 +340,7 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
                 if "done" in header:
                     run.results[rank] = unpack(header["done"], data)
                     run.walls = run.walls and header.get("walls") is True
+                    run.apart = run.apart and header.get("apart") is True
                 else:
                     if not failed:
                         deadline = min(deadline, time.monotonic() + GRACE)
@@ -336,6 +352,10 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any], *, timeout: 
             first = min(failed)
             raise RankError(first, failed[first], outputs)
         run.wire = difference(_settled(meter), before) if wire.available() else []
+        for rank, count in meter.stray_bytes().items():
+            if count != strays.get(rank, 0):
+                raise RankError(rank, f"{count - strays.get(rank, 0):,} bytes crossed a connection of this rank that "
+                                "no other rank holds: outside the process group, where nothing is counted", outputs)
         return run
     finally:
         for pid in pids:
@@ -407,8 +427,9 @@ def run_ranks(fn: Callable[[int, int], Any], world: int, *, timeout: float = 60.
 
     Each rank first uses one torch thread, joins a gloo process group (``torch.distributed``, over the loopback
     interface, every collective limited to ``timeout`` seconds), logs its ``torch.distributed`` calls, captures
-    what it prints, and goes behind the walls: from then on it cannot write files, create sockets or pipes, or
-    start or signal other processes, so the group is its only way to the other ranks. Then it calls ``fn``.
+    what it prints, and goes behind the walls: from then on it cannot write files, create sockets or pipes,
+    start threads or processes, signal other processes or read their ``/proc`` entries, so the group is its only
+    way to the other ranks. Then it calls ``fn``.
 
     ``run.results[rank]`` is what rank ``rank`` returned (tensors as numpy arrays, tuples as lists);
     ``run.messages[rank]`` its ``torch.distributed`` calls (``{"op", "peer", "bytes"}``), ``run.sent_bytes(rank)``

@@ -6,9 +6,10 @@ gradient buckets (13.3), a sharded Adam step (13.5) and a tensor-parallel MLP (1
 of an all-reduce (13.2), ZeRO's memory per rank (13.4) and pipeline schedules (13.7) are computed.
 
 What a correct answer must satisfy is decided by the grader: the parallel functions are run again on the
-grader's own ranks, each rank holding only its own inputs, behind walls that leave the process group as
-the only way between ranks, and the bytes between every pair of ranks are counted on the wire by a process
-no student code runs in (``judge.py``); the schedules are replayed by the grader.
+grader's own ranks on inputs drawn from the grading secret, each rank holding only its own inputs and
+reading nothing of another's, behind walls that leave the process group as the only way between ranks, and
+the bytes between every pair of ranks are counted on the wire by a process no student code runs in
+(``judge.py``); the schedules are replayed by the grader.
 """
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from util.labs.lab13.public_checks import CHECKS
 
 LAB_NAME = "lab13"
 JUDGE = "util.labs.lab13.judge"
+RANKS = ("function", "ranks")
+"""What the judge of 13.1, 13.3, 13.5 and 13.6 handles (``Task.judged``): the student's function, unpickled and
+called again on ranks of the grader's."""
 FORMULA = Tolerance(rtol=1e-9)
 """Alpha-beta times and bubble fractions: the same formula computed in another order differs in its last bits."""
 
@@ -90,7 +94,7 @@ LAB = Lab(
             answer="{'world': [2, 3, 4], 'bytes_sent': [per rank, for each world size], 'sends': [the same for the "
                    "number of sends], 'equal_to_all_reduce': bool} of your ring_all_reduce on 1,000 floats",
             keys=("world", "bytes_sent", "sends", "equal_to_all_reduce"),
-            function="ring_all_reduce", run_case=_pickled, grader_check=f"{JUDGE}:check_ring", checks=CHECKS["13.1"],
+            function="ring_all_reduce", run_case=_pickled, grader_check=f"{JUDGE}:check_ring", judged=RANKS, checks=CHECKS["13.1"],
             hidden_points=15,
         ),
         Task(
@@ -106,7 +110,7 @@ LAB = Lab(
             answer="{'buckets': [[...], ...], 'allreduce_calls': int, 'allreduce_bytes': int, 'equal_to_one_process': "
                    "bool} of ddp_gradients on 4 ranks (the notebook's MLP, cap 4,096 bytes)",
             keys=("buckets", "allreduce_calls", "allreduce_bytes", "equal_to_one_process"),
-            function="ddp_gradients", run_case=_pickled, grader_check=f"{JUDGE}:check_ddp", checks=CHECKS["13.3"],
+            function="ddp_gradients", run_case=_pickled, grader_check=f"{JUDGE}:check_ddp", judged=RANKS, checks=CHECKS["13.3"],
             hidden_points=15,
         ),
         Task(
@@ -122,7 +126,7 @@ LAB = Lab(
             answer="{'equal_to_adam': bool, 'state_elements': [per rank], 'bytes_sent': [per rank]} of "
                    "sharded_adam_step on 3 ranks (1,000 parameters)",
             keys=("equal_to_adam", "state_elements", "bytes_sent"),
-            function="sharded_adam_step", run_case=_pickled, grader_check=f"{JUDGE}:check_adam", checks=CHECKS["13.5"],
+            function="sharded_adam_step", run_case=_pickled, grader_check=f"{JUDGE}:check_adam", judged=RANKS, checks=CHECKS["13.5"],
             hidden_points=7,
         ),
         Task(
@@ -130,7 +134,7 @@ LAB = Lab(
             answer="{'equal_to_unsplit': bool, 'allreduce_calls': int, 'allreduce_bytes': int, 'weight_bytes': int} "
                    "per rank of tp_mlp on 4 ranks (d 64, h 256, batch 32)",
             keys=("equal_to_unsplit", "allreduce_calls", "allreduce_bytes", "weight_bytes"),
-            function="tp_mlp", run_case=_pickled, grader_check=f"{JUDGE}:check_tp", checks=CHECKS["13.6"],
+            function="tp_mlp", run_case=_pickled, grader_check=f"{JUDGE}:check_tp", judged=RANKS, checks=CHECKS["13.6"],
             hidden_points=10,
         ),
         Task(

@@ -11,19 +11,27 @@ with ``EPERM`` ("Operation not permitted"):
 * files as channels: opening a file for writing (``open``/``openat`` with a write, create, truncate or append
   flag; ``openat2``, ``creat``), and every call that changes a file's name, links, mode, times, size or
   extended attributes; file locks and ``fcntl``'s signal-owner commands;
-* other processes: starting one (``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD``: threads are
-  fine), ``execve``, signalling any process but itself (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to
-  another pid; ``tkill``, ``pidfd_*``), tracing or reading one (``ptrace``, ``process_vm_*``, ``kcmp``),
-  changing what others can read of it (its name, priority, CPU affinity, another process's limits).
+* other processes and threads: starting one (``fork``, ``vfork``, every ``clone``: a new thread would take a
+  process id from the counter every rank shares, which another rank sees move), ``execve``, signalling any
+  process but itself (``kill``, ``tgkill``, ``rt_sigqueueinfo`` ... to another pid; ``tkill``, ``pidfd_*``),
+  tracing or reading one (``ptrace``, ``process_vm_*``, ``kcmp``), changing what others can read of it (its
+  name, priority, I/O priority, CPU affinity, process group or session, another process's limits);
+* the machine's shared state read without ``/proc``: ``sysinfo`` (free memory, the number of processes), and
+  which pages of a file are cached (``mincore``, ``cachestat``, ``preadv2``'s no-wait reads), or evicting them
+  (``fadvise64``, ``readahead``).
 
 Reading files (imports), computing, printing (the launcher captures it) and everything ``torch.distributed``
-does over the group's existing connections keep working. ``clone3`` answers "not implemented", so the C
-library creates threads with ``clone``. The filter is built for Linux on x86-64 and arm64; elsewhere
+does over the group's existing connections keep working: gloo's threads start when the group does, before
+the walls, and the filter is installed on every thread the rank has then (``SECCOMP_FILTER_FLAG_TSYNC``), so
+they are behind it too; a rank's function cannot start threads of its own. ``clone3`` answers "not implemented", so the C
+library falls back on ``clone``, which is refused. The filter is built for Linux on x86-64 and arm64; elsewhere
 :func:`install` returns ``False`` and the launcher says the walls are missing.
 
-What stays open, and why it does not matter here: a rank can still read what every process may read of
-another in ``/proc`` (its memory size, CPU time); a channel made of those carries a few bits per scheduler
-tick, not a tensor.
+What a rank reads is kept to itself by Landlock (:mod:`util.labs.lab13.apart`, installed as the rank is
+forked): of ``/proc``, only its own entry, so no rank reads another's ``cmdline``, ``stat`` or ``environ``, and
+(Landlock's own rule) none may trace or inspect a process outside its domain. What stays open: ranks share the
+machine, so whatever one does to its timing (the CPUs, their caches, the file pages it reads) another can time;
+those channels are not closed here, and were not measured.
 """
 from __future__ import annotations
 
@@ -36,7 +44,6 @@ import sys
 _LD, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
 ALLOW = 0x7FFF0000
 EPERM, ENOSYS = 0x00050000 | 1, 0x00050000 | 38
-CLONE_THREAD = 0x00010000
 WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000 | 0o20000000
 """``O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND | __O_TMPFILE`` (the same values on x86-64 and arm64)."""
 FCNTL_DENIED = (6, 7, 8, 10, 15, 37, 38, 1024, 1026)
@@ -55,6 +62,8 @@ _DENIED = (
     "execveat", "tkill", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "ptrace", "process_vm_readv",
     "process_vm_writev", "kcmp", "setpriority", "sched_setaffinity", "sched_setscheduler", "sched_setattr",
     "setrlimit", "perf_event_open", "bpf", "userfaultfd", "process_madvise",
+    "setpgid", "setsid", "ioprio_set", "sched_setparam", "sysinfo", "mincore", "cachestat", "preadv2", "pwritev2",
+    "fadvise64", "readahead",
 )
 """Calls refused outright."""
 
@@ -72,6 +81,8 @@ _X86_64 = dict(
     bpf=321, execveat=322, userfaultfd=323, tgkill=234, pidfd_send_signal=424, io_uring_setup=425,
     io_uring_enter=426, io_uring_register=427, pidfd_open=434, clone3=435, openat2=437, pidfd_getfd=438,
     process_madvise=440, memfd_secret=447, fchmodat2=452,
+    mincore=27, sysinfo=99, setpgid=109, setsid=112, sched_setparam=142, readahead=187, fadvise64=221,
+    ioprio_set=251, preadv2=327, pwritev2=328, cachestat=451,
 )
 _AARCH64 = dict(  # the generic table (asm-generic/unistd.h): no open, pipe, fork, rename, ...
     setxattr=5, lsetxattr=6, fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, fcntl=25, flock=32,
@@ -85,8 +96,13 @@ _AARCH64 = dict(  # the generic table (asm-generic/unistd.h): no open, pipe, for
     renameat2=276, memfd_create=279, bpf=280, execveat=281, userfaultfd=282, pidfd_send_signal=424,
     io_uring_setup=425, io_uring_enter=426, io_uring_register=427, pidfd_open=434, clone3=435, openat2=437,
     pidfd_getfd=438, process_madvise=440, memfd_secret=447, fchmodat2=452,
+    ioprio_set=30, sched_setparam=118, setpgid=154, setsid=157, sysinfo=179, readahead=213, fadvise64=223,
+    mincore=232, preadv2=286, pwritev2=287, cachestat=451,
 )
 ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
+SECCOMP = {"x86_64": 317, "aarch64": 277}
+"""``seccomp``'s own number: the filter is installed with ``SECCOMP_FILTER_FLAG_TSYNC``, on every thread the rank
+has (gloo's, started when the group did), not only the one that asks."""
 
 
 def _op(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
@@ -117,7 +133,7 @@ def program(pid: int, machine: str | None = None) -> bytes | None:
     for name in _DENIED:
         when(name, [_op(_RET, EPERM)])
     when("clone3", [_op(_RET, ENOSYS)])
-    when("clone", [_op(_LD, _arg(0)), _op(_JSET, CLONE_THREAD, 0, 1), _op(_RET, ALLOW), _op(_RET, EPERM)])
+    when("clone", [_op(_RET, EPERM)])  # threads too (see the module's docstring)
     for name, index in (("open", 1), ("openat", 2)):
         when(name, [_op(_LD, _arg(index)), _op(_JSET, WRITE_FLAGS, 0, 1), _op(_RET, EPERM), _op(_RET, ALLOW)])
     for name in ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):  # only to itself
@@ -147,6 +163,8 @@ def install() -> bool:
     buffer = ctypes.create_string_buffer(filter_, len(filter_))
     if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "could not set no_new_privs for a rank")
-    if libc.prctl(22, 2, ctypes.byref(Program(len(filter_) // 8, ctypes.addressof(buffer))), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "could not install a rank's seccomp filter")
+    prog = Program(len(filter_) // 8, ctypes.addressof(buffer))
+    # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, prog): every thread of the rank, gloo's too
+    if libc.syscall(SECCOMP[platform.machine()], 1, 1, ctypes.byref(prog)) != 0:
+        raise OSError(ctypes.get_errno(), "could not install a rank's seccomp filter on all its threads")
     return True

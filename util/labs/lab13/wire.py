@@ -20,6 +20,8 @@ import struct
 _TCP_INFO_SIZE = 256
 _BYTES_RECEIVED = 128
 """Offset of ``tcpi_bytes_received`` (a u64, Linux 4.1 and later) in ``struct tcp_info``."""
+_BYTES_ACKED = 120
+"""Offset of ``tcpi_bytes_acked`` (a u64, Linux 4.1 and later): bytes sent that the other end acknowledged."""
 
 
 def available() -> bool:
@@ -69,16 +71,37 @@ def received(sock: socket.socket) -> int:
     return struct.unpack_from("Q", raw, _BYTES_RECEIVED)[0]
 
 
+def moved(sock: socket.socket) -> int:
+    """Bytes this end of a TCP connection has received plus those it sent that the other end acknowledged
+    (``tcpi_bytes_received`` + ``tcpi_bytes_acked``): anything that crossed it, either way."""
+    raw = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+    if len(raw) < _BYTES_RECEIVED + 8:
+        raise OSError("this kernel's TCP_INFO has no bytes_received (Linux 4.1 or later is needed)")
+    return struct.unpack_from("Q", raw, _BYTES_ACKED)[0] + struct.unpack_from("Q", raw, _BYTES_RECEIVED)[0]
+
+
 def pair_ranks(ends: dict[int, list[tuple[str, str]]]) -> dict[tuple[int, int], int]:
     """``(rank, index of its socket) -> the rank at the other end``, from every rank's :func:`endpoints`.
-    Raises ``ValueError`` when a socket's other end is not a rank's (the group is not what it should be)."""
+
+    A socket whose other end no rank holds is left out (a stray, :meth:`Meter.stray_bytes`): gloo, on a loaded
+    machine, may retry a connection and leave the first attempt in the other rank's queue of connections it
+    never accepted (seen once here, grading under a load of 9 on 2 cores). Raises ``ValueError`` when two ranks share no connection (every pair of a
+    gloo group has one: the group is not what it should be) or a rank is connected to itself."""
     owner = {here: rank for rank, pairs in ends.items() for here, _ in pairs}
     peers = {}
     for rank, pairs in ends.items():
         for index, (_, there) in enumerate(pairs):
-            if there not in owner or owner[there] == rank:
-                raise ValueError(f"rank {rank} holds a connection to {there}, which is no other rank's")
-            peers[(rank, index)] = owner[there]
+            if there in owner and owner[there] == rank:
+                raise ValueError(f"rank {rank} holds a connection to itself ({there})")
+            if there in owner:
+                peers[(rank, index)] = owner[there]
+    ranks = sorted(ends) if any(ends.values()) else []  # no sockets at all: a machine that cannot count them
+    for rank in ranks:
+        linked = {peer for (which, _), peer in peers.items() if which == rank}
+        missing = [other for other in ranks if other != rank and other not in linked]
+        if missing:
+            raise ValueError(f"rank {rank} holds no connection to rank {missing[0]} (its connections: "
+                             f"{', '.join(there for _, there in ends[rank]) or 'none'})")
     return peers
 
 
@@ -108,7 +131,20 @@ class Meter:
         found = [[0] * self.world for _ in range(self.world)]
         for rank, sockets in self.sockets.items():
             for index, sock in enumerate(sockets):
-                found[self.peers[(rank, index)]][rank] += received(sock)
+                if (rank, index) in self.peers:
+                    found[self.peers[(rank, index)]][rank] += received(sock)
+        return found
+
+    def stray_bytes(self) -> dict[int, int]:
+        """Rank -> bytes moved so far, either way, on its sockets whose other end is no rank's (see
+        :func:`pair_ranks`); the launcher fails a run in which any moved while the functions ran."""
+        if not self.peers:
+            self.peers = pair_ranks(self.ends)
+        found: dict[int, int] = {}
+        for rank, sockets in self.sockets.items():
+            for index, sock in enumerate(sockets):
+                if (rank, index) not in self.peers:
+                    found[rank] = found.get(rank, 0) + moved(sock)
         return found
 
 

@@ -4,10 +4,11 @@ Grader-only (``util.labs.GRADER_ONLY``): never in the students' copy, the studen
 receives each case's input only when the grader runs it (``util.hidden``). ``tasks.py`` states what each task's
 cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
 
-Random inputs (14.2 to 14.5) are drawn by the judge from a case's ``seed`` and a salt of its own, so any seed makes
-a valid case (``seeds=("seed",)``: a term secret draws them anew). Shapes are chosen for what they catch: a last
-block cut short (masks, ``cdiv``, ``min``), a matrix given transposed (strides), values large enough to overflow an
-exponential taken before the maximum, causal blocks on and off the diagonal, and in 14.6 shapes where rounding the
+Random inputs (14.2 to 14.5) are drawn by the judge from the grading secret and the case's spec
+(:mod:`util.judging.secret`), so any seed makes a valid case (``seeds=("seed",)``: a term secret draws them anew).
+Shapes are chosen for what they catch: a last block cut short (masks, ``cdiv``, ``min``), a matrix given transposed
+(strides), values large enough (around 1,000) that an exponential taken before the maximum overflows even in
+float64 (past 709), causal blocks on and off the diagonal, and in 14.6 shapes where rounding the
 number of tiles up picks another tile than the formula without it. Interpreter time: every Triton case keeps
 N <= 256 with blocks >= 32 (about 0.2 to 1 s each).
 """
@@ -20,8 +21,8 @@ A100 = {"name": "A100-like", "bandwidth": 2.039e12, "flops": 156e12, "on_chip_by
 SMALL = {"name": "48 KiB of shared memory", "bandwidth": 0.9e12, "flops": 14e12, "on_chip_bytes": 48 * 1024}
 
 
-def _seeded(id_: str, spec: dict, points: float) -> Case:
-    return Case(id_, spec, points, seeds=("seed",))
+def _seeded(id_: str, spec: dict, points: float, since: int = 1) -> Case:
+    return Case(id_, spec, points, seeds=("seed",), since=since)
 
 
 CASES = {
@@ -55,8 +56,8 @@ CASES = {
                 {"m": 136, "n": 100, "k": 72, "block": [64, 32, 32], "seed": 4}, 4),
     ),
     "14.4": (
-        _seeded("16 rows of 1,000 values of size 50 (exp overflows without the maximum)",
-                {"rows": 16, "cols": 1000, "scale": 50.0, "seed": 1}, 3),
+        _seeded("16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)",
+                {"rows": 16, "cols": 1000, "scale": 1000.0, "seed": 1}, 3, since=3),  # was size 50 until release 3
         _seeded("12 rows of 777", {"rows": 12, "cols": 777, "seed": 2}, 3),
         _seeded("8 rows of exactly 256 (no masked lane)", {"rows": 8, "cols": 256, "seed": 3}, 3),
     ),

@@ -2,30 +2,44 @@
 grader's own float64 references and closed forms; the student's code runs only in student processes.
 
 * 14.2 :func:`check_attention`: the saved ``FlashAttention`` class runs forward and backward in a student process
-  (:func:`util.labs.lab14.harness.serve_attention`) whose address space is capped before the class is unpickled,
-  on q, k, v, dO drawn here; O, dQ, dK, dV are compared with float64 autograd computed here (query block by
-  query block, so the reference never holds the whole score matrix either).
+  (:func:`util.labs.lab14.harness.serve_attention`) that may start no process, write no file and open few
+  descriptors, on q, k, v, dO drawn here; the grader measures the process's peak resident memory from outside
+  (restarted before each case where it may: a root grader), and the peak may grow by at most
+  :data:`ATTENTION_BYTES` while the class is unpickled and run, less than one score matrix of the largest case.
+  O, dQ, dK, dV are compared with float64 autograd computed here (query block by query block, so the reference
+  never holds the whole score matrix either).
 * 14.3 to 14.5 :func:`check_matmul`, :func:`check_softmax`, :func:`check_flash`: the saved kernel source is read
-  (:func:`util.labs.lab14.rules.kernel_problems`: nothing else of Python's), then run in a student process that
-  never runs anything else of the student's (:func:`util.labs.lab14.harness.serve_kernels`), where the course's
-  counter was installed before the kernel was compiled and the course's launcher chooses grid and arguments;
-  the outputs are compared with float64 computed here, and the bytes loaded and stored per tensor with the
-  closed forms here (:func:`matmul_traffic`, :func:`softmax_traffic`, :func:`flash_traffic`), exactly.
+  (:func:`util.labs.lab14.rules.kernel_problems`: nothing else of Python's), compiled by Triton's own compiler
+  for the stated GPU as the counted launch calls it (:func:`util.labs.lab14.harness.serve_compiler`; once per
+  kernel and constexprs in a grading), then run in a student process that never runs anything else of the
+  student's (:func:`util.labs.lab14.harness.serve_kernels`), where the course's counter was installed before the
+  kernel was made and the course's launcher chooses grid and arguments (each program its own); the outputs are
+  compared with float64 computed here, and the bytes loaded and stored per tensor with the closed forms here
+  (:func:`matmul_traffic`, :func:`softmax_traffic`, :func:`flash_traffic`), exactly.
 
-Inputs: drawn from the case's seed and :data:`SALT`, which only the grader holds, so the notebook's kernel, which
-sees the case's seed, cannot compute them. One student process of each kind serves every case of a notebook
-(both start at the first case, so their imports overlap); one that dies or overruns is replaced for the next.
+Inputs: drawn from the grading secret (:mod:`util.judging.secret`) and the case's spec, so nothing the notebook
+or a student process holds can compute them, and a submission graded twice is judged on two draws. A student
+process receives the student's code first and only then the values of the case, never its spec. One student
+process of each kind serves every case of a notebook (all start at the first case, so their imports overlap);
+one that dies or overruns is replaced for the next.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Any, Mapping
 
 from util.contract import Tolerance
+from util.judging import secret
+from util.labs.lab14 import gpu
 
-SALT = b"lab14 judge inputs: not the notebook's"
-"""Mixed into every case's seed: the inputs the grader evaluates on follow from it and the case's seed."""
+ATTENTION_BYTES = 12 << 20
+"""How far the student process's peak resident memory may rise above what it held when it was ready (before any
+student code ran), through every case so far: unpickling and running the student's attention, the inputs it
+receives (1 MiB at N = 2,048) and the outputs it sends (1 MiB) included. A 2,048 x 2,048 float32 score matrix
+alone needs 16 MiB; the course's solution reaches about 8 MiB at the largest case (its harness's copies, a block
+of scores, the gradients)."""
 KERNEL_RTOL = 1e-5
 """Kernel outputs against float64: max |yours - float64| / max |float64| (measured: at most 5e-7)."""
 START_SECONDS = 120.0
@@ -36,10 +50,17 @@ quiet machine, 5 s under a load of 15)."""
 LIFETIME = 300.0
 """How long each student process may live: every case of the notebook, under load."""
 HARNESSES = {"kernels": "util.labs.lab14.harness:serve_kernels",
+             "compiler": "util.labs.lab14.harness:serve_compiler",
              "attention": "util.labs.lab14.harness:serve_attention"}
 _students: dict[str, Any] = {}
 _answered: set[str] = set()
 """The kinds of student process that have answered a request (imports done: later requests get less time)."""
+_owing: set[str] = set()
+"""The kinds of student process started that have not yet said they are ready (the attention's, once warm)."""
+_baseline: dict[str, int] = {}
+"""Kind -> the student process's memory when it said it was ready, before any student code ran (bytes)."""
+_compiled: dict[tuple, list[str]] = {}
+"""(kind, the source's SHA-256, constexprs) -> what Triton's compiler said of it in this grading (empty: compiled)."""
 
 
 # ------------------------------------------------------------------ closed forms (the answers of 14.1 and 14.6)
@@ -83,12 +104,12 @@ def flash_traffic(heads: int, n: int, d: int, block: tuple[int, int], causal: bo
 def _generator(spec: Mapping[str, Any]):
     import torch
 
-    seed = int.from_bytes(hashlib.sha256(SALT + str(int(spec["seed"])).encode()).digest()[:8], "big") % (2 ** 63)
-    return torch.Generator().manual_seed(seed)
+    return torch.Generator().manual_seed(secret.seed("lab14", "inputs", json.dumps(dict(spec), sort_keys=True)))
 
 
 def inputs(spec: Mapping[str, Any], shapes: list[list[int]], scale: float = 1.0) -> list:
-    """The float32 inputs of a case: standard normal (times ``scale``) from the case's seed and :data:`SALT`."""
+    """The float32 inputs of a case: standard normal (times ``scale``), drawn from the grading secret for the
+    case's spec (the same within a grading, another in the next)."""
     import torch
 
     generator = _generator(spec)
@@ -133,40 +154,100 @@ def _error(found, expected) -> float:
 
 
 def _student(kind: str):
-    """The student process of ``kind`` serving this notebook's cases, started (with the other kind, so that
-    both import at once) if there is none."""
+    """The student process of ``kind`` serving this notebook's cases, started (with the other kinds, so that
+    their imports overlap) if there is none."""
     from util.student_process import StudentProcess
 
     for name in (kind, *(other for other in HARNESSES if other != kind)):
         if name not in _students:
             _students[name] = StudentProcess.start(HARNESSES[name], max_data=256 << 20, seconds=LIFETIME)
+            if name == "attention":
+                _owing.add(name)
     return _students[kind]
 
 
-def _ask(kind: str, header: dict, data: bytes) -> tuple[dict | None, bytes, str]:
-    """Send one request to the student process of ``kind``: ``(reply, data, problem)``; on a timeout or a dead
-    process the reply is ``None``, the problem says why, and the process is replaced for the next case."""
+def _drop(kind: str) -> None:
+    student = _students.pop(kind, None)
+    _answered.discard(kind)
+    _owing.discard(kind)
+    _baseline.pop(kind, None)
+    if student is not None:
+        student.close()
+
+
+def _ask(kind: str, header: dict | None, data: bytes = b"") -> tuple[dict | None, bytes, str]:
+    """Send one request to the student process of ``kind`` and wait for its answer: ``(reply, data, problem)``;
+    on a timeout or a dead process the reply is ``None``, the problem says why, and the process is replaced for
+    the next case. ``header`` ``None``: only wait until the process is ready."""
+    problem = _post(kind, header, data)
+    return (None, b"", problem) if problem else _collect(kind) if header is not None else ({"ready": True}, b"", "")
+
+
+def _post(kind: str, header: dict | None, data: bytes = b"") -> str:
+    """Send one request to the student process of ``kind`` (started if need be, waited for until it is ready);
+    its answer is read by :func:`_collect`. Returns the problem, or ``""``."""
     from util.student_process import ChannelError
 
     try:
         student = _student(kind)
     except ChannelError as exc:
         _students.pop(kind, None)
-        return None, b"", f"the grader could not start a process to run your code in ({exc})"
-    allowed = RUN_SECONDS if kind in _answered else START_SECONDS + RUN_SECONDS
+        return f"the grader could not start a process to run your code in ({exc})"
     try:
-        student.send(header, data=data)
-        reply, out = student.receive(timeout=allowed)
+        if kind in _owing:
+            ready, _ = student.receive(timeout=_allowed(kind))
+            if ready.get("ready") is not True:
+                raise ChannelError("it did not get ready")
+            _owing.discard(kind)
+        if header is not None:
+            student.send(header, data=data)
+        return ""
+    except ChannelError as exc:
+        return _failed(kind, exc)
+
+
+def _collect(kind: str) -> tuple[dict | None, bytes, str]:
+    """The answer to the request :func:`_post` sent the student process of ``kind``: ``(reply, data, problem)``."""
+    from util.student_process import ChannelError
+
+    student = _students.get(kind)
+    if student is None:
+        return None, b"", "the process the grader ran your code in ended without an answer"
+    try:
+        reply, out = student.receive(timeout=_allowed(kind))
         _answered.add(kind)
         return reply, out, ""
     except ChannelError as exc:
-        _students.pop(kind, None)
-        _answered.discard(kind)
-        student.close()
-        if "time allowed" in str(exc):
-            return None, b"", (f"your code did not finish within {allowed:.0f} s when the grader ran it (the course's "
-                               "takes about a second)")
-        return None, b"", f"the process the grader ran your code in ended without an answer ({exc})"
+        return None, b"", _failed(kind, exc)
+
+
+def _allowed(kind: str) -> float:
+    return RUN_SECONDS if kind in _answered else START_SECONDS + RUN_SECONDS
+
+
+def _failed(kind: str, exc: Exception) -> str:
+    allowed = _allowed(kind)
+    _drop(kind)
+    if "time allowed" in str(exc):
+        return (f"your code did not finish within {allowed:.0f} s when the grader ran it (the course's takes about a "
+                "second)")
+    return f"the process the grader ran your code in ended without an answer ({exc})"
+
+
+def _peak(kind: str, restart: bool) -> int:
+    """The peak resident memory of the student process of ``kind`` as the grader measures it, at least its current
+    memory; ``restart``: restarted at the current one first (a root grader may; another measures from the peak as
+    it stands)."""
+    from util.student_process import ChannelError
+
+    student = _students[kind]
+    if restart:
+        try:
+            student.reset_peak()
+        except ChannelError:
+            pass
+    stats = student.stats()
+    return max(int(stats["rss"]), int(stats["peak_rss"]))
 
 
 def _read_outputs(out: bytes, shapes: list[list[int]]) -> list | None:
@@ -187,27 +268,56 @@ def _read_outputs(out: bytes, shapes: list[list[int]]) -> list | None:
 
 
 def check_attention(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 14.2: ``FlashAttention`` run by the grader in a process whose memory is capped (see the module's
-    docstring); O, dQ, dK, dV within ``tolerance.rtol`` of float64 autograd, relative to each one's largest
-    element."""
+    """Task 14.2: ``FlashAttention`` run by the grader in a student process (see the module's docstring), its
+    peak memory grown by at most :data:`ATTENTION_BYTES`; O, dQ, dK, dV within ``tolerance.rtol`` of float64
+    autograd, relative to each one's largest element."""
     from util.artifacts import read_saved_arrays
+    from util.judging.student_code import TooLarge, check_size
+    from util.labs.lab14.harness import CODE_BYTES
+    from util.student_process import ChannelError
 
     arrays, problems = read_saved_arrays(data, expected=["function"])
     if problems:
         return problems
     pickled = arrays["function"].tobytes()
+    try:
+        check_size(pickled, CODE_BYTES, "the pickled FlashAttention")
+    except TooLarge as exc:
+        return [str(exc)]
     dims = [int(spec["heads"]), int(spec["n"]), int(spec["d"])]
-    q, k, v, do = inputs(spec, [dims] * 4)
-    header = {"heads": dims[0], "n": dims[1], "d": dims[2], "causal": bool(spec["causal"]), "block": int(spec["block"]),
-              "function": len(pickled)}
-    payload = pickled + b"".join(t.numpy().tobytes() for t in (q, k, v, do))
-    reply, out, problem = _ask("attention", header, payload)
+    reply, _, problem = _ask("attention", None)
     if reply is None:
         return [problem]
-    if "memory" in reply:
-        return [f"run by the grader at N = {dims[1]:,}, FlashAttention ran out of the memory it is allowed (a few MiB "
-                f"besides its inputs, less than one {dims[1]:,} x {dims[1]:,} score matrix): never build the whole "
-                f"matrix, forward or backward ({str(reply['memory'])[:160]})"]
+    try:
+        if "attention" not in _baseline:  # ready, and nothing of the student's has run there yet
+            _baseline["attention"] = _peak("attention", restart=True)
+        before = _baseline["attention"]  # never restarted after: every case is charged with all that came before
+    except (ChannelError, KeyError, ValueError) as exc:
+        _drop("attention")
+        return [f"the grader could not measure the process it runs your code in ({exc})"]
+    reply, _, problem = _ask("attention", {"function": len(pickled)}, pickled)
+    if reply is None:
+        return [problem]
+    if reply.get("loaded") is not True:
+        return [f"the grader could not load FlashAttention: {str(reply.get('raised'))[:300]}"]
+    q, k, v, do = inputs(spec, [dims] * 4)
+    header = {"heads": dims[0], "n": dims[1], "d": dims[2], "causal": bool(spec["causal"]), "block": int(spec["block"])}
+    reply, out, problem = _ask("attention", header, b"".join(t.numpy().tobytes() for t in (q, k, v, do)))
+    if reply is None:
+        return [problem]
+    try:
+        grown = _peak("attention", restart=False) - before
+    except (ChannelError, KeyError, ValueError) as exc:
+        _drop("attention")
+        return [f"the grader could not measure the process it runs your code in ({exc})"]
+    matrix = 4 * dims[1] * dims[1]
+    if "memory" in reply or grown > ATTENTION_BYTES:
+        held = f"its memory grew by {grown / 2 ** 20:.1f} MiB" if "memory" not in reply else \
+            f"it ran out of memory ({str(reply['memory'])[:120]})"
+        return [f"run by the grader at N = {dims[1]:,}, FlashAttention used more memory than it is allowed: {held}, "
+                f"over the {ATTENTION_BYTES / 2 ** 20:.0f} MiB allowed besides what the process held before (one "
+                f"{dims[1]:,} x {dims[1]:,} score matrix takes {matrix / 2 ** 20:.1f} MiB): never build the whole "
+                "matrix, forward or backward; keep one block of scores at a time"]
     if reply.get("done") is not True:
         return [f"run by the grader, FlashAttention raised {str(reply.get('raised'))[:300]}"]
     found = _read_outputs(out, [dims] * 4)
@@ -241,8 +351,25 @@ def _traffic_problems(found: Any, expected: tuple[dict, dict], what: Mapping[str
     return problems
 
 
-def _run_kernel(kind: str, spec: Mapping[str, Any], data: bytes, parameters, name: str, header: dict,
+def _compile_key(kind: str, source: str, values: Mapping[str, Any]) -> tuple:
+    return kind, hashlib.sha256(source.encode()).hexdigest(), json.dumps(dict(values), sort_keys=True)
+
+
+def _compiled_problems(reply: dict, values: Mapping[str, Any]) -> list[str]:
+    """What the compiling process's ``reply`` says is wrong with a kernel (empty: it compiled)."""
+    if isinstance(reply.get("compiled"), dict):
+        return []
+    if "refused" in reply:
+        return [str(p)[:300] for p in list(reply["refused"])[:3]]
+    return [f"Triton's compiler refused it for a GPU ({', '.join(f'{k}={v}' for k, v in values.items())}): "
+            f"{str(reply.get('raised'))[:400]}; the interpreter runs Python that no GPU can (a list that grows, a "
+            "value left for another program): hold blocks in tensors"]
+
+
+def _run_kernel(kind: str, data: bytes, parameters, name: str, header: dict, values: Mapping[str, Any],
                 inputs_: list) -> tuple[list | None, Any, list[str]]:
+    """Compile the kernel for the GPU (once per kernel and constexprs in a grading) while the interpreter runs it
+    on the case's inputs: ``(outputs, traffic, problems)``, the run's results counting only if it compiled."""
     from util.labs.lab14.rules import kernel_problems
 
     try:
@@ -252,12 +379,35 @@ def _run_kernel(kind: str, spec: Mapping[str, Any], data: bytes, parameters, nam
     problems = kernel_problems(source, name, parameters)
     if problems:
         return None, None, [f"the grader does not run {name}: {problems[0]}"] + problems[1:3]
-    payload = b"".join(t.contiguous().numpy().tobytes() for t in inputs_)
-    reply, out, problem = _ask("kernels", {"kernel": kind, "source": source, "shape": header}, payload)
+    key = _compile_key(kind, source, values)
+    compiling = key not in _compiled
+    if compiling:  # the compiler works while the interpreter runs: both count, only the compiled is counted
+        problem = _post("compiler", {"kernel": kind, "source": source, "constexprs": dict(values)})
+        if problem:
+            return None, None, [problem]
+    ran = _interpret(kind, source, name, header, inputs_)
+    if compiling:
+        reply, _, problem = _collect("compiler")
+        if reply is None:
+            return None, None, [problem]  # not remembered: the next case asks a fresh process again
+        _compiled[key] = _compiled_problems(reply, values)
+    if _compiled[key]:
+        return None, None, [f"the grader does not count {name}: {_compiled[key][0]}"] + _compiled[key][1:3]
+    return ran
+
+
+def _interpret(kind: str, source: str, name: str, header: dict, inputs_: list) -> tuple[list | None, Any, list[str]]:
+    reply, _, problem = _ask("kernels", {"kernel": kind, "source": source})
     if reply is None:
         return None, None, [problem]
     if "refused" in reply:
         return None, None, [f"the grader does not run {name}: {str(reply['refused'])[:300]}"]
+    if reply.get("loaded") is not True:
+        return None, None, [f"the grader could not load {name}: {str(reply.get('raised'))[:300]}"]
+    payload = b"".join(t.contiguous().numpy().tobytes() for t in inputs_)
+    reply, out, problem = _ask("kernels", {"shape": header}, payload)
+    if reply is None:
+        return None, None, [problem]
     if "done" not in reply:
         return None, None, [f"run by the grader, {name} raised {str(reply.get('raised'))[:320]}"]
     return out, reply["done"], []
@@ -287,7 +437,8 @@ def check_matmul(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> 
     block = tuple(int(b) for b in spec["block"])
     a, b = inputs(spec, [[m, k], [k, n]])
     header = {"m": m, "n": n, "k": k, "block": list(block), "b_transposed": bool(spec.get("b_transposed"))}
-    out, traffic, problems = _run_kernel("matmul", spec, data, MATMUL_PARAMETERS, "matmul_kernel", header, [a, b])
+    out, traffic, problems = _run_kernel("matmul", data, MATMUL_PARAMETERS, "matmul_kernel", header,
+                                         gpu.constexprs("matmul", header), [a, b])
     if problems:
         return problems
     expected = a.double() @ b.double()
@@ -304,8 +455,9 @@ def check_softmax(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) ->
 
     rows, cols = int(spec["rows"]), int(spec["cols"])
     [x] = inputs(spec, [[rows, cols]], scale=float(spec.get("scale", 1.0)))
-    out, traffic, problems = _run_kernel("softmax", spec, data, SOFTMAX_PARAMETERS, "softmax_kernel",
-                                         {"rows": rows, "cols": cols}, [x])
+    header = {"rows": rows, "cols": cols}
+    out, traffic, problems = _run_kernel("softmax", data, SOFTMAX_PARAMETERS, "softmax_kernel", header,
+                                         gpu.constexprs("softmax", header), [x])
     if problems:
         return problems
     expected = torch.softmax(x.double(), -1)
@@ -324,7 +476,8 @@ def check_flash(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> l
     block, causal = tuple(int(b) for b in spec["block"]), bool(spec["causal"])
     q, k, v = inputs(spec, [dims] * 3)
     header = {"heads": dims[0], "n": dims[1], "d": dims[2], "block": list(block), "causal": causal}
-    out, traffic, problems = _run_kernel("flash", spec, data, FLASH_PARAMETERS, "flash_kernel", header, [q, k, v])
+    out, traffic, problems = _run_kernel("flash", data, FLASH_PARAMETERS, "flash_kernel", header,
+                                         gpu.constexprs("flash", header), [q, k, v])
     if problems:
         return problems
     scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(dims[2])

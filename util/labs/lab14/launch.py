@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import builtins
 import hashlib
+import inspect
 import linecache
 import math
 from typing import Any, Callable
@@ -56,12 +57,13 @@ def interpreted(kernel: Any) -> Any:
     return _interpreted[fn]
 
 
-def compile_kernel(source: str, name: str) -> Any:
-    """The kernel ``name`` made from ``source`` alone, for the interpreter: its decorators dropped, its globals
-    only ``tl`` and the builtins :data:`util.labs.lab14.rules.BUILTINS`. The grader's way of loading a kernel it
-    has checked with :func:`util.labs.lab14.rules.kernel_problems` (never run a source that has not passed)."""
+def kernel_function(source: str, name: str) -> Any:
+    """The plain Python function ``name`` defined by ``source`` alone: its decorators dropped, its globals only
+    ``tl`` and the builtins :data:`util.labs.lab14.rules.BUILTINS`, nothing of it run. The grader's way of
+    loading a kernel it has checked with :func:`util.labs.lab14.rules.kernel_problems` (never a source that has
+    not passed): :func:`compile_kernel` wraps it for the interpreter, :mod:`util.labs.lab14.gpu` for the GPU
+    compiler."""
     import triton.language as tl
-    from triton.runtime.interpreter import InterpretedFunction
 
     tree = ast.parse(source)
     tree.body[0].decorator_list = []
@@ -70,7 +72,14 @@ def compile_kernel(source: str, name: str) -> Any:
     namespace = {"tl": tl, "__name__": "graded_kernel",
                  "__builtins__": {key: getattr(builtins, key) for key in sorted(BUILTINS)}}
     exec(compile(tree, filename, "exec"), namespace)  # defines the function; nothing of it runs yet
-    return InterpretedFunction(namespace[name])
+    return namespace[name]
+
+
+def compile_kernel(source: str, name: str) -> Any:
+    """The kernel ``name`` made from ``source`` alone (:func:`kernel_function`), for the interpreter."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    return InterpretedFunction(kernel_function(source, name))
 
 
 def _cpu(tensor: Any, what: str):
@@ -82,13 +91,35 @@ def _cpu(tensor: Any, what: str):
 
 
 def _launch(kernel: Any, grid: tuple[int, ...], args: tuple, tensors: dict) -> Traffic:
+    """Run every program of ``kernel[grid](*args)`` in Triton's interpreter, counted against ``tensors``.
+
+    Triton's own grid loop (``GridExecutor``) hands every program the same argument objects, so a program could
+    leave something on a pointer for the next one, which no GPU allows; here each program gets argument objects
+    of its own (Triton's ``_implicit_cvt`` of each argument, made again for every program), and the rest is
+    Triton's: its language patched for the interpreter while the programs run, one program after another."""
+    from triton.runtime import interpreter
+
+    function = interpreted(kernel)
+    body = function.rewrite()
+    constexprs = set(interpreter.GridExecutor(body, function.arg_names, grid).constexprs)
+    bound = inspect.getcallargs(body, *args)
+    dims = tuple(grid) + (1,) * (3 - len(grid))
     with counting(tensors) as traffic:
+        scope = interpreter._patch_lang(body)
         try:
-            interpreted(kernel)[grid](*args)
-        except Exception as exc:  # the interpreter wraps what the kernel raised: show the kernel's own error
+            interpreter.interpreter_builder.set_grid_dim(*dims)
+            for x in range(dims[0]):
+                for y in range(dims[1]):
+                    for z in range(dims[2]):
+                        interpreter.interpreter_builder.set_grid_idx(x, y, z)
+                        body(**{name: value if name in constexprs else interpreter._implicit_cvt(value)
+                                for name, value in bound.items()})
+        except Exception as exc:  # the interpreter wraps what a nested call raised: show the kernel's own error
             if type(exc).__name__ == "InterpreterError" and exc.__cause__ is not None:
                 raise exc.__cause__ from None
             raise
+        finally:
+            scope.restore()
     return traffic
 
 

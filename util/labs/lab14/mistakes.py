@@ -2,10 +2,17 @@
 
 Each passes what the notebook's own shapes show and fails where a hidden case has the structure it ignores: a
 ragged edge (the unmasked matmul reads and writes past its tensors, which the grader's counter refuses), a second
-pass over the row (the traffic doubles), more than one key block per query block (the accumulator must be
-rescaled whenever the running maximum moves), the diagonal of a causal mask.
+pass over the row (the traffic doubles), values whose exponential overflows (a softmax without the maximum, in
+float32 or float64 alike), more than one key block per query block (the accumulator must be rescaled whenever the
+running maximum moves), the diagonal of a causal mask.
+
+``variants``: the same mistake made another way the task allows (float64, another call, another order); the tests
+(``tests/labs/test_lab14_variants.py``) grade each through the task's cases and expect the same failures.
 """
 from util.contract import ANSWER, Mistake
+
+OVERFLOW = "16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)"
+"""Task 14.4's case that catches a softmax without the maximum (``util.labs.lab14.cases``)."""
 
 MISTAKES = (
     Mistake(
@@ -26,6 +33,22 @@ MISTAKES = (
         ),
         expected_failures={"14.3": ("100 x 72 x 90 in tiles of 32 (every edge ragged)",
                                     "136 x 100 x 72 in 64 x 32 tiles (ragged rows, columns and depth)")},
+        variants=(
+            ((  # the loads masked, the store not
+                """    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
+                """    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc)"""),),
+            ((  # only the depth masked (K), rows and columns not
+                """        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak,
+                    mask=(rows[:, None] < M) & (ks[None, :] < K), other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn,
+                    mask=(ks[:, None] < K) & (cols[None, :] < N), other=0.0)""",
+                """        a = tl.load(a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak, mask=ks[None, :] < K, other=0.0)
+        b = tl.load(b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn, mask=ks[:, None] < K, other=0.0)"""),
+             ("""    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc,
+             mask=(rows[:, None] < M) & (cols[None, :] < N))""",
+              """    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :] * stride_cn, acc)""")),
+        ),
     ),
     Mistake(
         name="softmax_reads_the_row_twice",
@@ -39,8 +62,29 @@ MISTAKES = (
     again = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=float("-inf"))
     tl.store(y_ptr + row * stride_y + cols, tl.exp(again - top) / total, mask=cols < n_cols)"""),
         ),
-        expected_failures={"14.4": (ANSWER, "16 rows of 1,000 values of size 50 (exp overflows without the maximum)",
-                                    "12 rows of 777", "8 rows of exactly 256 (no masked lane)")},
+        expected_failures={"14.4": (ANSWER, OVERFLOW, "12 rows of 777", "8 rows of exactly 256 (no masked lane)")},
+        variants=(
+            (("""    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(y_ptr + row * stride_y + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)""",
+              """    top = tl.max(x, axis=0)
+    again = tl.load(x_ptr + row * stride_x + cols, mask=cols < n_cols, other=float("-inf"))
+    e = tl.exp(again - top)
+    tl.store(y_ptr + row * stride_y + cols, e / tl.sum(e, axis=0), mask=cols < n_cols)"""),),  # max, then exp
+        ),
+    ),
+    Mistake(
+        name="softmax_without_the_maximum",
+        description="Takes the exponential of the raw values in float64, without subtracting the row's maximum "
+                    "first: float64's exp reaches 709, so the notebook's values (up to about 120) pass, and values "
+                    "around 1,000 give infinity over infinity (in float32 the notebook's own values would).",
+        replacements=(("    e = tl.exp(x - tl.max(x, axis=0))", "    e = tl.exp(x.to(tl.float64))"),),
+        expected_failures={"14.4": (OVERFLOW,)},
+        variants=(
+            (("    e = tl.exp(x - tl.max(x, axis=0))",  # exp2, in float64
+              "    e = tl.exp2(x.to(tl.float64) * 1.4426950408889634)"),),
+            (("    e = tl.exp(x - tl.max(x, axis=0))",  # the row's mean subtracted instead, in float64
+              "    e = tl.exp(x.to(tl.float64) - tl.sum(tl.where(cols < n_cols, x, 0.0), axis=0) / n_cols)"),),
+        ),
     ),
     Mistake(
         name="flash_accumulator_not_rescaled",
@@ -48,6 +92,11 @@ MISTAKES = (
                     "rescaling what it holds by exp(m_old - m_new): right when a query block sees one key block, "
                     "wrong as soon as a later block raises the maximum.",
         replacements=(("        acc = acc * alpha[:, None] + tl.dot(p, v)", "        acc = acc + tl.dot(p, v)"),),
+        variants=(
+            (("        acc = acc * alpha[:, None] + tl.dot(p, v)", "        acc = tl.dot(p, v, acc)"),),  # dot's acc
+            (("        acc = acc * alpha[:, None] + tl.dot(p, v)",  # the block's P V rescaled instead
+              "        acc = acc + tl.dot(p, v) * alpha[:, None]"),),
+        ),
         expected_failures={"14.5": (ANSWER, "2 heads of 96 x 32 in blocks of 32",
                                     "136 x 64, query blocks of 64 and key blocks of 32 (ragged)",
                                     "causal, 256 x 32 in blocks of 64",
@@ -59,6 +108,12 @@ MISTAKES = (
                     "token (within its block): causal attention that peeks one step ahead.",
         replacements=(('                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))',
                        '                s = s.masked_fill(cols[None, :] > rows[:, None] + 1, float("-inf"))'),),
+        variants=(
+            (('                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))',  # torch.where
+              '                s = torch.where(cols[None, :] >= rows[:, None] + 2, float("-inf"), s)'),),
+            (('                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))',  # in float64
+              '                s = s.double().masked_fill(cols[None, :] > rows[:, None] + 1, float("-inf")).float()'),),
+        ),
         expected_failures={"14.2": (ANSWER, "causal, 4 heads of 128 x 64 in blocks of 32",
                                     "causal, 130 queries in blocks of 32 (a last block of 2)",
                                     "causal, 2,048 queries within a memory budget smaller than one score matrix")},

@@ -96,7 +96,15 @@ def kernel_problems(source: str, name: str, parameters: Sequence[str]) -> list[s
     * ``tl.<name>`` for the names in :data:`TL_NAMES` (loads and stores, ``tl.dot``, reductions, elementwise math,
       ``tl.arange``, ``tl.zeros``, ``tl.full``, ``tl.where``, block pointers, dtypes, ...); on any other value only
       the attributes in :data:`METHODS` (``x.to(tl.float32)``, ``x.T``, ...);
-    * numbers, strings, ``None``, ``True``, ``False``, indexing and slicing (``offs[:, None]``), lists and tuples.
+    * numbers, strings, ``None``, ``True``, ``False``, indexing and slicing (``offs[:, None]``), tuples, and a
+      list only as a call's argument (a shape: ``tl.zeros([BLOCK_M, BLOCK_N], ...)``);
+    * assignments to names only (``x = ...``, ``a, b = ...``): a GPU kernel's values are immutable, so nothing is
+      assigned to an attribute or an element (``x_ptr.dtype = ...``, ``x[0] = ...``), which in the interpreter
+      would leave a value where another program could find it.
+
+    A Python list elsewhere (``held = [s]``, ``held + [s]``) lives only in the interpreter: on a GPU a kernel holds
+    its blocks in tensors. The grader also compiles every kernel with Triton's own compiler for a GPU
+    (:mod:`util.labs.lab14.gpu`), which refuses what only the interpreter can run.
 
     Not allowed: calling another ``@triton.jit`` function (write helpers inline), atomics (their traffic is not
     counted), printing, imports, ``lambda``, comprehensions, f-strings, ``global``, ``with``, ``try``, ``raise``,
@@ -154,6 +162,10 @@ def _statement(node: ast.AST, names: set[str], top: bool = False) -> list[str]:
                 or (isinstance(node.iter.func, ast.Attribute) and _is_tl(node.iter.func.value)
                     and node.iter.func.attr in ("range", "static_range")))):
             problems.append(f"a for loop runs over range(...), tl.range(...) or tl.static_range(...) ({_where(node)})")
+    targets = node.targets if isinstance(node, ast.Assign) else \
+        [node.target] if isinstance(node, (ast.AugAssign, ast.For)) else []
+    for target in targets:
+        problems += _target(target)
     if isinstance(node, ast.While) and node.orelse:
         problems.append(f"while ... else is not allowed ({_where(node)})")
     for field_name, value in ast.iter_fields(node):
@@ -168,7 +180,18 @@ def _statement(node: ast.AST, names: set[str], top: bool = False) -> list[str]:
     return problems
 
 
-def _expression(node: ast.AST, names: set[str]) -> list[str]:
+def _target(node: ast.AST) -> list[str]:
+    """What is wrong with an assignment's target: only names, or tuples of names, may be assigned."""
+    if isinstance(node, ast.Name):
+        return []
+    if isinstance(node, ast.Tuple):
+        return [problem for element in node.elts for problem in _target(element)]
+    what = {ast.Attribute: "an attribute", ast.Subscript: "an element"}.get(type(node), "this target")
+    return [f"assigning to {what} is not allowed ({_where(node)}): a kernel's values are immutable on a GPU, so "
+            "assign a new name (x = ...) instead"]
+
+
+def _expression(node: ast.AST, names: set[str], argument: bool = False) -> list[str]:
     if type(node) in _WHY:
         return [f"{_WHY[type(node)]} is not allowed in a graded kernel ({_where(node)})"]
     if isinstance(node, _CONTEXT):
@@ -207,6 +230,10 @@ def _expression(node: ast.AST, names: set[str]) -> list[str]:
             problems.append(f"**keyword unpacking is not allowed ({_where(node)})")
     if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, str, bool, type(None))):
         problems.append(f"the constant {node.value!r} is not allowed ({_where(node)})")
+    if isinstance(node, ast.List) and not argument:
+        problems.append(f"a Python list is allowed only as a call's argument (a shape, {_where(node)}): a list lives "
+                        "only in the interpreter, a GPU kernel holds its blocks in tensors (tl.zeros, tl.join, ...)")
+    shapes = node.args if isinstance(node, ast.Call) else [node.value] if isinstance(node, ast.keyword) else []
     for child in ast.iter_child_nodes(node):
-        problems += _expression(child, names)
+        problems += _expression(child, names, argument=any(child is shape for shape in shapes))
     return problems

@@ -11,14 +11,18 @@ How the grader decides, for each task (the judges are grader-only; what they do 
 * 14.1 and 14.6: the function's values on inputs the notebook never shows, compared exactly with the course's
   (a predicted time within ``rtol=1e-9``).
 * 14.2: ``FlashAttention`` is saved (pickled by value) and run again by the grader, forward and backward, in a
-  process of its own whose memory is capped before the class is loaded, at what PyTorch needs plus 12 MiB: the
-  largest case's score matrix alone would need 16 MiB. O, dQ, dK and dV are compared with float64 autograd on
-  inputs the grader draws: ``max|yours - float64| / max|float64| <= 1e-4`` each.
+  process of its own that may start no process, write no file and give back nothing it has mapped; the grader
+  reads that process's peak resident memory from outside, and it may rise at most 12 MiB above what the process
+  held before any of the student's code ran: the largest case's score matrix alone would need 16 MiB. O, dQ, dK
+  and dV are compared with float64 autograd on inputs the grader draws from its secret:
+  ``max|yours - float64| / max|float64| <= 1e-4`` each.
 * 14.3 to 14.5: the kernel's source is saved and read by the grader, which runs it only if it is written in
-  Triton's language alone (:mod:`util.labs.lab14.rules`), then runs it in a process of its own through the
-  course's launcher (:mod:`util.labs.lab14.launch`) in Triton's interpreter with its own counter, on inputs it
-  draws: outputs within ``1e-5`` of float64 (relative to the largest element), and the bytes loaded from and
-  stored into each tensor equal to the closed form, exactly. A load or store outside the tensors fails the case.
+  Triton's language alone (:mod:`util.labs.lab14.rules`) and Triton's own compiler compiles it for an H100
+  (:mod:`util.labs.lab14.gpu`: what only the interpreter could run is not counted), then runs it in a process of
+  its own through the course's launcher (:mod:`util.labs.lab14.launch`) in Triton's interpreter with its own
+  counter, on inputs it draws: outputs within ``1e-5`` of float64 (relative to the largest element), and the
+  bytes loaded from and stored into each tensor equal to the closed form, exactly. A load or store outside the
+  tensors fails the case.
 """
 from __future__ import annotations
 
@@ -159,6 +163,14 @@ LAB = Lab(
                 "why the interpreter's timings say nothing of a GPU's speed; their points came from the two "
                 "tasks' exported answers.",
                 marker="(written, 3 points of task 14.5, marked by hand)"),
+        Release(3, "2026-12-02", "Task 14.4's hidden case of large values now draws values around 1,000, so that a "
+                "softmax without the row's maximum overflows even in float64 (a notebook of an earlier release is "
+                "graded without it: its 3 points go to the task's answer). The grader also compiles every Triton kernel with "
+                "Triton's own compiler for an H100 before it counts it: a Python list that grows, or a value set on "
+                "a pointer argument, runs in the interpreter but not on a GPU, and is not counted. And 14.2's "
+                "memory is now the peak resident memory the grader measures, at most 12 MiB above what the "
+                "process held before your code ran.",
+                marker="overflow an exponential of the raw values even in float64"),
     ),
     tasks=(
         Task(
@@ -173,7 +185,7 @@ LAB = Lab(
                    "notebook's causal example",
             keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
             function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
-            checks=CHECKS["14.2"], hidden_points=16,
+            checks=CHECKS["14.2"], hidden_points=16, judged=("function", "memory"),
         ),
         Task(
             id="14.3", title="A Triton tiled matmul", answer_points=4,
@@ -182,6 +194,7 @@ LAB = Lab(
             keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
             function="matmul_kernel", run_case=_kernel("matmul", "matmul_kernel", _PARAMETERS["matmul"]),
             grader_check=f"{JUDGE}:check_matmul", checks=CHECKS["14.3"], hidden_points=14,
+            judged=("function", "kernel"),
         ),
         Task(
             id="14.4", title="A fused Triton softmax", answer_points=3,
@@ -189,6 +202,7 @@ LAB = Lab(
             keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
             function="softmax_kernel", run_case=_kernel("softmax", "softmax_kernel", _PARAMETERS["softmax"]),
             grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
+            judged=("function", "kernel"),
         ),
         Task(
             id="14.5", title="A Triton FlashAttention forward", answer_points=1, written=WRITTEN["14.5"],
@@ -197,6 +211,7 @@ LAB = Lab(
             keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
             function="flash_kernel", run_case=_kernel("flash", "flash_kernel", _PARAMETERS["flash"]),
             grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,
+            judged=("function", "kernel"),
         ),
         Task(
             id="14.6", title="The best tile and predicted GPU time", answer_points=2, written=WRITTEN["14.6"],

@@ -6,7 +6,8 @@ digits with a distillation loss, by the course's own loop, which the notebook an
   ``ignore_index``). The teacher's logits on every image are computed once, in float64
   (:func:`~util.labs.lab16.digits.teacher_logits`).
 * **Loop** (:func:`train_student`): the student built from ``seed``, in float64 on one thread; Adam with
-  learning rate 2e-2; batches of 128 in a new order each epoch (a ``torch.Generator`` seeded with ``seed + 1``);
+  learning rate 2e-2; batches of 128 in a new order each epoch (a ``torch.Generator`` seeded with ``seed + 1``, or
+  ``order_seed``);
   10 epochs (120 batches). For each batch the loop asks ``gradient(student_logits, teacher_logits, labels)`` for the gradient
   of the loss with respect to the student's logits and back-propagates it through the student. In the notebook
   that gradient comes from your loss function through autograd (:func:`loss_gradient`); the grader runs the same
@@ -60,13 +61,14 @@ def loss_gradient(loss_fn: Callable, T: float, alpha: float) -> Gradient:
 
 
 def train_student(gradient: Gradient, x: torch.Tensor, teacher: torch.Tensor, labels: torch.Tensor, seed: int,
-                  epochs: int = EPOCHS) -> torch.nn.Module:
+                  epochs: int = EPOCHS, order_seed: int | None = None) -> torch.nn.Module:
     """The course's distillation loop: the student built from ``seed`` (``small_student``), in float64 on one thread,
     trained on ``(x, teacher, labels)`` with Adam (learning rate 2e-2) for ``epochs`` epochs of batches of 128 in an
-    order drawn from ``seed + 1``. For each batch it calls ``gradient(student_logits, teacher_logits, labels)`` (the
-    logits detached) and back-propagates what it returns, the gradient of the loss with respect to those logits,
-    through the student (``loss_gradient`` makes such a function from a loss). Returns the student in float32 and
-    eval mode. What ``gradient`` returns that is not a finite tensor of the logits' shape raises ``ValueError``."""
+    order drawn from ``order_seed`` (default ``seed + 1``; the grader draws both from a secret of its own). For each
+    batch it calls ``gradient(student_logits, teacher_logits, labels)`` (the logits detached) and back-propagates what
+    it returns, the gradient of the loss with respect to those logits, through the student (``loss_gradient`` makes
+    such a function from a loss). Returns the student in float32 and eval mode. What ``gradient`` returns that is not
+    a finite tensor of the logits' shape raises ``ValueError``."""
     from util.labs.lab16.nets import small_student
 
     threads = torch.get_num_threads()
@@ -74,7 +76,7 @@ def train_student(gradient: Gradient, x: torch.Tensor, teacher: torch.Tensor, la
     try:
         model = small_student(seed).double().train()
         optimizer = torch.optim.Adam(model.parameters(), lr=LR)
-        order_generator = torch.Generator().manual_seed(seed + 1)
+        order_generator = torch.Generator().manual_seed(seed + 1 if order_seed is None else order_seed)
         for _ in range(epochs):
             order = torch.randperm(len(labels), generator=order_generator)
             for start in range(0, len(labels), BATCH):

@@ -4,13 +4,16 @@ decides with its own computation, never with the student's code (task 16.5's: ``
 * 16.2: the pruned ``ConvNet`` (its widths, pools, hidden layers and weights) against the plan: widths, then
   parameters and MACs (lab 1's convention) counted here on the rebuilt model against the grader's own pruned
   model, then outputs against the **masked** model the grader builds (the same network with the dropped filters and
-  their BatchNorm scale and shift set to zero), on random images.
+  their BatchNorm scale and shift set to zero), on random images drawn from the grading secret.
 * 16.3: the mask's pattern (exactly 2 kept of every 4 consecutive weights of a row), each group's choice (the two
   of largest magnitude, the earlier on a tie) and the storage counts against the grader's formulas.
 * 16.4: the rank against the largest one the budget allows, the parameters against the budget, the bias and the
   convolution's geometry against the layer's, and the relative error of the factors' product against the best any
   matrix of that rank can do (the singular values the truncation drops, Eckart-Young).
-* 16.6: a fresh adapter changes no output; the trainable parameters are exactly the adapters' ``r (in + out)``;
+* 16.6: a fresh adapter changes no output; the trainable parameters are exactly the adapters' ``r (in + out)``,
+  counted here from every parameter the model holds, saved as plain data with its ``requires_grad`` flag
+  (``tasks.plain_tensors``: read where PyTorch keeps them, never through a method of the student's model), and
+  every parameter of the base model is still held, frozen and unchanged;
   with the course's adapter values the outputs are ``base(x) + (alpha / r) x A^T B^T``'s and each merged layer holds
   ``W + (alpha / r) B A``.
 
@@ -114,7 +117,10 @@ def check_channels(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     counts = (count_params(pruned), count_macs(pruned)), (count_params(grader), count_macs(grader.eval()))
     if counts[0] != counts[1]:
         return ["the pruned network's parameters or MACs, counted by the grader, differ from the plan's"]
-    x = torch.randn(64, net.in_channels, net.size, net.size, generator=torch.Generator().manual_seed(spec["seed"]))
+    from util.judging import secret
+
+    images = secret.seed("lab16", "16.2", "images", json.dumps(dict(spec), sort_keys=True))
+    x = torch.randn(64, net.in_channels, net.size, net.size, generator=torch.Generator().manual_seed(images))
     with torch.no_grad():
         found, reference_out = pruned(x), masked_model(net, plan)(x)
     if not torch.isfinite(found).all():
@@ -265,6 +271,33 @@ def check_low_rank(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
 
 # ---------------------------------------------------------------- 16.6
 
+def _lora_counts(net, spec: Mapping[str, Any], arrays, held: list[str], flags) -> list[str]:
+    """16.6's counts, computed here from the parameters the case saved as plain data (values and a
+    ``requires_grad`` flag each, found without calling a method of the student's model): the trainable ones are
+    exactly the adapters (their count and shapes), and every parameter of the base model is still held, unchanged."""
+    import numpy as np
+
+    r = int(spec["r"])
+    count = sum(int(arrays[f"parameter/{name}"].size) for name in held if bool(flags[name]))
+    layers = [net.get_submodule(t) for t in spec["targets"]]
+    expected = sum(r * (layer.in_features + layer.out_features) for layer in layers)
+    if count != expected:
+        return [f"{count:,} parameters are trainable, {'more' if count > expected else 'fewer'} than the adapters' r "
+                "(in + out) per adapted layer: LoRA trains lora_A and lora_B only and freezes the rest of the model"]
+    shapes = sorted(tuple(arrays[f"parameter/{name}"].shape) for name in held if bool(flags[name]))
+    if shapes != sorted([(r, layer.in_features) for layer in layers] + [(layer.out_features, r) for layer in layers]):
+        return ["the trainable parameters are not each adapted layer's lora_A (r x in) and lora_B (out x r)"]
+    frozen = [arrays[f"parameter/{name}"] for name in held if not bool(flags[name])]
+    for name, parameter in net.named_parameters():
+        values = parameter.detach().numpy()
+        match = next((i for i, found in enumerate(frozen)
+                      if found.shape == values.shape and np.array_equal(found, values)), None)
+        if match is None:
+            return [f"the adapted model no longer holds the base model's {name} as a frozen parameter, unchanged"]
+        frozen.pop(match)
+    return []
+
+
 def check_lora(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
     """Task 16.6 (see the module's help)."""
     import numpy as np
@@ -285,11 +318,17 @@ def check_lora(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
         base = net.get_submodule(target)
         a, b = lora_values(spec["seed"] + index, base.out_features, base.in_features, r)
         merged[target] = (base.weight.detach() + scaling * (b @ a), None if base.bias is None else base.bias.detach())
-    wanted = {"fresh", "adapted", "trainable"} | {f"merged/{t}/weight" for t in merged} | \
-        {f"merged/{t}/bias" for t, (_, bias) in merged.items() if bias is not None}
+    held = sorted(key[len("parameter/"):] for key in arrays if key.startswith("parameter/"))
+    wanted = {"fresh", "adapted"} | {f"merged/{t}/weight" for t in merged} | \
+        {f"merged/{t}/bias" for t, (_, bias) in merged.items() if bias is not None} | \
+        {f"parameter/{name}" for name in held} | {f"trainable/{name}" for name in held}
     if set(arrays) != wanted:
         return ["the arrays saved for this case are not what the course saves (a merged layer without its bias?); "
                 "run the notebook again from the top"]
+    flags = {name: arrays[f"trainable/{name}"] for name in held}
+    if any(flag.dtype != np.bool_ or flag.shape != () for flag in flags.values()) \
+            or any(arrays[f"parameter/{name}"].dtype.kind != "f" for name in held):
+        return ["the parameters saved for this case are not what the course saves; run the notebook again from the top"]
     with torch.no_grad():
         base_out = net(x)
     for name in ("fresh", "adapted"):
@@ -299,12 +338,7 @@ def check_lora(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
     if not _relative(torch.from_numpy(arrays["fresh"]), base_out) <= OUTPUT_RTOL:
         problems.append("right after add_lora the model's outputs changed; a fresh adapter must leave them as they "
                         "were (lora_B starts at zero)")
-    count = int(arrays["trainable"])
-    expected = sum(r * (net.get_submodule(t).in_features + net.get_submodule(t).out_features) for t in merged)
-    if count != expected:
-        problems.append(f"{count:,} parameters are trainable, {'more' if count > expected else 'fewer'} than the "
-                        "adapters' r (in + out) per adapted layer: LoRA trains lora_A and lora_B only and freezes the "
-                        "rest of the model")
+    problems += _lora_counts(net, spec, arrays, held, flags)
     adapted_net = build_convnet(spec["model"], spec["seed"])
     with torch.no_grad():
         for target, (weight, _) in merged.items():

@@ -5,20 +5,27 @@
   :data:`VALUE_RTOL`).
 * **The re-run** (``"labels"`` in the spec): the kernel saved ``distillation_loss`` pickled by value (cloudpickle),
   at most :data:`MAX_PICKLE` bytes. Here the judge trains the small student itself, with the course's loop
-  (:func:`util.labs.lab16.distill.train_student`) on the training images, a labeled subset drawn from the case's
-  seed and the teacher's logits, and evaluates the result on the test images itself. The only thing it asks of
-  the student's code is, per batch, the gradient of the loss with respect to the student's logits: that code runs
-  in a student process the grader starts (``loss_harness.py``), where the digits' files cannot
-  be read (``withhold=("digits",)``) and which never receives an image, the model or its weights. Its clock starts
-  before the function is sent (unpickling is student code), and the process's CPU time over that window, measured
-  by the grader from outside, must stay within the case's budget; each answer must come within
-  :data:`STEP_SECONDS`.
+  (:func:`util.labs.lab16.distill.train_student`) on the training images, a labeled subset and the teacher's logits,
+  and evaluates the result on the test images itself. The student's initialisation, which images keep their label
+  and the order of the batches are drawn from the grading secret (:func:`draws`, :mod:`util.judging.secret`), never
+  from the case's spec, so nothing the student's code can compute tells it which images a call holds. The only thing
+  it asks of the student's code is, per batch, the gradient of the loss with respect to the student's logits: that
+  code runs in a student process the grader starts (``loss_harness.py``), where the digits' files cannot be read
+  (``withhold=("digits",)``), which loads the function (bounded, :func:`util.judging.student_code.load`) before it
+  receives anything of the case and never receives an image, the model, its weights, a seed or which images a batch
+  holds: only each batch's logits, teacher's logits and labels. Its clock starts before the function is sent
+  (unpickling is student code), and the process's CPU time over that window, measured by the grader from outside,
+  must stay within the case's budget (checked every :data:`CPU_EVERY` batches too, so a run over it stops early);
+  each answer must come within :data:`STEP_SECONDS`.
 
-What the student's code can still do: answer with any gradient it likes. A gradient is a function of what it is
-sent (logits and labels, 64 rows at a time), so a loss that reaches the threshold trains this student from this
-initialisation on these labels; a loss that ignores the teacher does not reach it with 100 labels (at most 335 of the
-360 test images over 200 seeds, against the threshold's 341: ``benchmarks/bench_lab16_grading.py --seeds 200``;
-``tests/labs/test_lab16_distillation.py`` tries the case's seed).
+What the student's code can still do: answer with any gradient it likes, and keep state between calls. A gradient is
+a function of what it is sent (logits and labels, 128 rows at a time), so a loss that reaches the threshold trains
+this student from this initialisation on these labels; a loss that ignores the teacher does not reach it with 100
+labels (at most 335 of the 360 test images over 200 seeds, against the threshold's 341:
+``benchmarks/bench_lab16_grading.py --seeds 200``; ``tests/labs/test_lab16_distillation.py`` tries the draws). State
+kept between calls cannot tie a call to images by its order (secret); the rows' only identity is the teacher's logits,
+and the teacher's arg-max is every training image's true label (1,437 of 1,437), so labels carried in the pickle add
+nothing the call was not already sent.
 """
 from __future__ import annotations
 
@@ -36,6 +43,20 @@ START_SECONDS = 60.0
 STEP_SECONDS = 10.0
 """How long one answer (one batch's gradient, or loading the function) may take."""
 HARNESS = "util.labs.lab16.loss_harness:serve"
+CPU_EVERY = 10
+"""Batches between two readings of the student process's CPU time: a run over its budget stops there."""
+
+
+def draws(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The seeds of a re-run, drawn from the grading secret for this case (never from its spec alone): ``init`` (the
+    small student's initialisation), ``labels`` (which training images keep their label) and ``order`` (the
+    batches' order). The same within one grading, others in the next; the course's loss passes every draw."""
+    import json
+
+    from util.judging import secret
+
+    key = json.dumps(dict(spec), sort_keys=True)
+    return {name: secret.seed("lab16", "16.5", name, key, bits=62) for name in ("init", "labels", "order")}
 
 
 def reference_loss(student, teacher, labels, T: float, alpha: float) -> float:
@@ -73,8 +94,9 @@ class _Remote:
     """The gradient of the student's loss, asked of the student process batch by batch (``train_student``'s
     ``gradient``); what comes back is checked for size here and for shape and finiteness by the loop."""
 
-    def __init__(self, student, T: float, alpha: float) -> None:
+    def __init__(self, student, T: float, alpha: float, cpu_budget: float, cpu_before: float) -> None:
         self.student, self.T, self.alpha = student, T, alpha
+        self.cpu_budget, self.cpu_before, self.calls = cpu_budget, cpu_before, 0
 
     def __call__(self, logits, teacher, labels):
         import numpy as np
@@ -94,11 +116,21 @@ class _Remote:
             raise _Stop(f"distillation_loss raised {str(reply['raised'])[:250]}")
         if "loss" not in reply or len(data) != rows * classes * 8:
             raise _Stop("the student process answered something other than a gradient of the logits' shape")
+        self.calls += 1
+        if self.calls % CPU_EVERY == 0:
+            used = self.student.stats()["cpu_seconds"] - self.cpu_before
+            if used > self.cpu_budget:
+                raise _OverBudget(f"distillation_loss used {used:.1f} s of CPU in the grader's process within "
+                            f"{self.calls} batches (loading it and every call); at most {self.cpu_budget:g} s")
         return torch.from_numpy(np.frombuffer(data, dtype=np.float64).reshape(rows, classes).copy())
 
 
 class _Stop(Exception):
     """Why the re-run ended without a trained student, in words for the student."""
+
+
+class _OverBudget(_Stop):
+    """The student process used more CPU than the case allows before the run ended."""
 
 
 def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict, str]:
@@ -115,13 +147,17 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
         with StudentProcess.start(HARNESS, max_data=1 << 20, withhold=("digits",),
                                   seconds=START_SECONDS + float(spec["wall_seconds"]) + 30) as student:
             # the student process imports PyTorch and warms up (course code) while the judge prepares the data
-            split = digits_split()
+            split, seeds = digits_split(), draws(spec)
             x, teacher, labels = distillation_data(split.x_train, split.y_train,
                                                    teacher_logits(trained_digits(), split.x_train),
-                                                   int(spec["labels"]), int(spec["seed"]))
+                                                   int(spec["labels"]), seeds["labels"])
             reply, _ = student.receive(timeout=START_SECONDS)
             if reply.get("ready") is not True:
                 return None, measures, "the grader's student process did not start"
+            if reply.get("readable"):
+                return None, measures, ("the grader could not withhold the digits from its process on this machine "
+                                        f"({str(reply['readable'])[:200]} readable), so it does not grade the run: "
+                                        "tell your instructor")
             before = student.stats()["cpu_seconds"]
             start = time.perf_counter()  # from here on, student code may run: it is all measured
             student.send({"function": True}, data=pickled)
@@ -132,9 +168,11 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
             if reply.get("loaded") is not True:
                 return None, measures, f"distillation_loss could not be loaded: {str(reply.get('raised'))[:250]}"
             try:
-                model = train_student(_Remote(student, float(spec["T"]), float(spec["alpha"])), x, teacher, labels,
-                                      int(spec["seed"]), int(spec["epochs"]))
+                remote = _Remote(student, float(spec["T"]), float(spec["alpha"]), float(spec["cpu_seconds"]), before)
+                model = train_student(remote, x, teacher, labels, seeds["init"], int(spec["epochs"]),
+                                      order_seed=seeds["order"])
             except _Stop as stop:
+                measures["over_budget"] = isinstance(stop, _OverBudget)
                 return None, measures, str(stop)
             except ValueError as exc:
                 return None, measures, str(exc)
@@ -169,7 +207,7 @@ def check_distillation(spec: Mapping[str, Any], data: bytes, tolerance: Toleranc
                 "(a loss function is a few lines: keep data and weights out of what it refers to)"]
     found, measures, problem = retrain(spec, pickled)
     if found is None:
-        return [f"trained again by the grader: {problem}"]
+        return [problem if measures.get("over_budget") else f"trained again by the grader: {problem}"]
     problems = []
     if measures["cpu_seconds"] > float(spec["cpu_seconds"]):
         problems.append(f"distillation_loss used {measures['cpu_seconds']:.1f} s of CPU in the grader's process "

@@ -6,8 +6,11 @@ itself, with the course's loop (:func:`util.labs.lab16.distill.train_student`), 
 for it by the grader (:mod:`util.student_process`) with the digits' files unreadable, for one thing per batch: the
 gradient of the student's ``distillation_loss`` with respect to the student's logits, given the logits, the
 teacher's logits and the labels. This module is the course's code in that process: it imports PyTorch and warms
-it up, says it is ready (only then does the judge start its clock), receives the pickled function, then answers
-one request per batch until the judge says stop.
+it up, says it is ready (only then does the judge start its clock), receives the pickled function and loads it
+(:func:`util.judging.student_code.load`, bounded, before anything of the case exists here), then answers one
+request per batch until the judge says stop. A request holds what one call needs and nothing else: the batch's
+logits, the teacher's logits and the labels (the rows in an order the judge draws from its secret), ``T`` and
+``alpha``; never a seed, an index or an image.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ def _tensors(header: dict, data: bytes):
 
 
 def serve(channel: Channel) -> None:
-    """``{"ready": true}`` once warm; then ``{"function": true}`` + the pickled loss: ``{"loaded": true}``; then,
+    """``{"ready": true, "readable": [files of the digits this process can read]}`` once warm; then ``{"function": true}`` + the pickled loss: ``{"loaded": true}``; then,
     per batch, ``{"rows", "classes", "T", "alpha"}`` + the logits, the teacher's logits (float64) and the labels
     (int64): ``{"loss": float}`` + the gradient (float64, the logits' shape); ``{"stop": true}`` ends it. Anything
     the function raises: ``{"raised": message}``, and the process ends."""
@@ -50,14 +53,16 @@ def serve(channel: Channel) -> None:
     torch.set_num_threads(1)
     try:
         _warm_up()
-        import cloudpickle
+        from util.data import readable
+        from util.judging import student_code
+        from util.labs.lab16.distill import MAX_PICKLE
 
-        channel.send({"ready": True})
+        channel.send({"ready": True, "readable": readable(("digits",))})  # nothing, or the judge stops
         _, pickled, _ = channel.receive()
     except ChannelError:
         return
     try:
-        loss_fn = cloudpickle.loads(pickled)  # the first student code to run: inside the judge's timed window
+        loss_fn = student_code.load(pickled, limit=MAX_PICKLE)  # the first student code: inside the judge's window
         channel.send({"loaded": True})
         while True:
             header, data, _ = channel.receive()

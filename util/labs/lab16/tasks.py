@@ -79,10 +79,12 @@ def _channels(fn: Callable, spec: Mapping[str, Any]) -> Any:
     pruned = fn(net, dict(spec["plan"]))
     if not isinstance(pruned, ConvNet):
         raise TypeError(f"prune_channels must return a ConvNet (util.labs.lab16.nets), not {type(pruned).__name__}")
-    config = pruned.config()
+    attributes = object.__getattribute__(pruned, "__dict__")  # what it holds, not what a method of it says
+    config = {key: [int(v) for v in attributes[key]] if key in ("widths", "pools", "hidden") else int(attributes[key])
+              for key in ("widths", "pools", "hidden", "in_channels", "size", "classes")}
     rebuilt = ConvNet(**config)
     expected = {key: tuple(value.shape) for key, value in rebuilt.state_dict().items()}
-    state = pruned.state_dict()
+    state = {name: tensor for name, (tensor, _) in plain_tensors(pruned, buffers=True).items()}
     wrong = [f"{key} {list(state[key].shape)} (expected {list(shape)})" for key, shape in expected.items()
              if key in state and tuple(state[key].shape) != shape]
     if sorted(state) != sorted(expected) or wrong:
@@ -90,8 +92,7 @@ def _channels(fn: Callable, spec: Mapping[str, Any]) -> Any:
                          + (", ".join(wrong[:3]) or "other parameter names") + "; cut the inputs of the layer after "
                          "each pruned one too")
     rebuilt.load_state_dict(state)
-    arrays = {f"state/{key}": value.detach().float() if value.is_floating_point() else value.detach()
-              for key, value in state.items()}
+    arrays = {f"state/{key}": value.float() if value.is_floating_point() else value for key, value in state.items()}
     arrays.update({f"config/{key}": np.asarray(config[key], dtype=np.int64) for key in ("widths", "pools", "hidden")})
     save_arrays(arrays, spec, LAB_NAME)
     return {"widths": list(config["widths"]), "params": count_params(rebuilt), "macs": count_macs(rebuilt.eval())}
@@ -147,9 +148,12 @@ def _low_rank(fn: Callable, spec: Mapping[str, Any]) -> Any:
         save_file(json.dumps({"raised": "ValueError"}).encode(), spec, LAB_NAME, ".json")
         return {"raised": "ValueError"}
     kind = type(layer)
-    if not (isinstance(found, nn.Sequential) and len(found) == 2 and all(type(m) is kind for m in found)):
+    # the two layers it holds, read from where nn.Sequential keeps them (not through a method a subclass may override)
+    held = list(object.__getattribute__(found, "__dict__").get("_modules", {}).values()) \
+        if isinstance(found, nn.Sequential) else []
+    if not (len(held) == 2 and all(type(m) is kind for m in held)):
         raise TypeError(f"low_rank must return nn.Sequential of two {kind.__name__} layers")
-    first, second = found
+    first, second = held
     if first.bias is not None:
         raise ValueError("the first factor has a bias; only the second keeps the layer's bias")
     rank = first.weight.shape[0]
@@ -167,7 +171,8 @@ def _low_rank(fn: Callable, spec: Mapping[str, Any]) -> Any:
     if product.shape != W.shape:
         raise ValueError(f"the factors' product has shape {list(product.shape)}; the layer's weight is {list(W.shape)}")
     error = float(torch.linalg.norm(W - product) / torch.linalg.norm(W))
-    return {"rank": int(rank), "params": sum(p.numel() for p in found.parameters()), "relative_error": error}
+    params = sum(int(np.asarray(value).size) for key, value in arrays.items() if not key.endswith("geometry"))
+    return {"rank": int(rank), "params": params, "relative_error": error}
 
 
 def _distill(fn: Callable, spec: Mapping[str, Any]) -> Any:
@@ -200,9 +205,55 @@ def _distill(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return save_arrays({"loss": np.frombuffer(pickled, dtype=np.uint8)}, spec, LAB_NAME)
 
 
+MAX_MODULES = 10_000
+"""The most modules a returned model may hold for :func:`plain_tensors` (DigitsCNN with adapters: about 12)."""
+
+
+def plain_tensors(model, *, buffers: bool = False) -> dict[str, tuple[Any, bool]]:
+    """``{name: (a plain tensor of its values, requires_grad)}`` of every parameter ``model`` holds (and, with
+    ``buffers``, every buffer its ``state_dict`` would hold), found through the instance dictionaries PyTorch keeps
+    them in (``_parameters``, ``_buffers``, ``_modules``, as ``named_parameters`` walks them), never through a method
+    of the model or of its modules: a class of the student's may override ``parameters``, ``named_parameters``,
+    ``state_dict`` or ``numel`` to say what it likes, and what the grader counts is what the model holds. A tensor
+    held twice is listed once, under its first name."""
+    import torch
+
+    tensor_base = torch._C.TensorBase
+    found: dict[str, tuple[Any, bool]] = {}
+    seen_tensors: set[int] = set()
+    seen_modules: set[int] = set()
+    stack = [("", model)]
+    while stack:
+        prefix, module = stack.pop()
+        if id(module) in seen_modules:
+            continue
+        seen_modules.add(id(module))
+        if len(seen_modules) > MAX_MODULES:
+            raise ValueError(f"the returned model holds more than {MAX_MODULES:,} modules")
+        state = object.__getattribute__(module, "__dict__")
+        held = list(dict(state.get("_parameters") or {}).items())
+        if buffers:
+            transient = set(state.get("_non_persistent_buffers_set") or ())
+            held += [(name, value) for name, value in dict(state.get("_buffers") or {}).items() if name not in transient]
+        for name, value in held:
+            if value is None or id(value) in seen_tensors:
+                continue
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"{prefix}{name} is registered as a parameter or buffer but is a {type(value).__name__}")
+            seen_tensors.add(id(value))
+            with torch._C.DisableTorchFunctionSubclass():
+                plain = tensor_base.detach(value).cpu().clone()
+            found[f"{prefix}{name}"] = plain, bool(tensor_base.requires_grad.__get__(value))
+        children = [(f"{prefix}{name}.", child) for name, child in dict(state.get("_modules") or {}).items()
+                    if isinstance(child, torch.nn.Module)]
+        stack.extend(reversed(children))
+    return found
+
+
 def _lora(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """16.6: the student's adapters on a seeded ConvNet: its trainable parameters, its outputs fresh and with the
-    course's adapter values, and its merged layers, saved for the judge."""
+    """16.6: the student's adapters on a seeded ConvNet: every parameter it holds with its ``requires_grad`` flag
+    (:func:`plain_tensors`: the judge counts from them), its outputs fresh and with the course's adapter values,
+    and its merged layers, saved for the judge."""
     import numpy as np
     import torch
     from torch import nn
@@ -218,9 +269,13 @@ def _lora(fn: Callable, spec: Mapping[str, Any]) -> Any:
     adapted.eval()
     with torch.no_grad():
         fresh = adapted(x)
-    trainable = sorted(name for name, p in adapted.named_parameters() if p.requires_grad)
-    count = sum(p.numel() for p in adapted.parameters() if p.requires_grad)
-    arrays = {"fresh": fresh, "trainable": np.asarray(count, dtype=np.int64)}
+    held = plain_tensors(adapted)
+    trainable = sorted(name for name, (_, flag) in held.items() if flag)
+    count = sum(values.numel() for values, flag in held.values() if flag)
+    arrays: dict[str, Any] = {"fresh": fresh}
+    for name, (values, flag) in held.items():
+        arrays[f"parameter/{name}"] = values.float()
+        arrays[f"trainable/{name}"] = np.asarray(flag)
     for index, target in enumerate(spec["targets"]):
         module = adapted.get_submodule(target)
         A, B = getattr(module, "lora_A", None), getattr(module, "lora_B", None)
@@ -294,7 +349,7 @@ LAB = Lab(
             answer="{'params', 'macs', 'accuracy', 'equal_outputs'} of DigitsCNN with conv2 cut to 16 channels",
             keys=("params", "macs", "accuracy", "equal_outputs"), tolerance=ACCURACY,
             function="prune_channels", run_case=_channels, grader_check=f"{JUDGE}:check_channels",
-            checks=CHECKS["16.2"], hidden_points=15,
+            checks=CHECKS["16.2"], hidden_points=15, judged=("object",),
         ),
         Task(
             id="16.3", title="2:4 sparsity and its storage", answer_points=1, written=WRITTEN["16.3"],
@@ -308,7 +363,7 @@ LAB = Lab(
             answer="{'ranks', 'accuracy', 'relative_error', 'params', 'budget_rank'} of conv3 factorised",
             keys=("ranks", "accuracy", "relative_error", "params", "budget_rank"), tolerance=ACCURACY,
             function="low_rank", run_case=_low_rank, grader_check=f"{JUDGE}:check_low_rank", checks=CHECKS["16.4"],
-            hidden_points=12,
+            hidden_points=12, judged=("object",),
         ),
         Task(
             id="16.5", title="Distillation with few labels", answer_points=2, written=WRITTEN["16.5"],
@@ -316,7 +371,7 @@ LAB = Lab(
             keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
             function="distillation_loss", run_case=_distill,
             grader_check="util.labs.lab16.judge_distill:check_distillation", checks=CHECKS["16.5"],
-            hidden_points=16,
+            hidden_points=16, judged=("function", "calls"),
         ),
         Task(
             id="16.6", title="LoRA", answer_points=3,
@@ -324,7 +379,7 @@ LAB = Lab(
                    "with LoRA (r=4) on fc",
             keys=("trainable_full", "trainable_lora", "memory_full", "memory_lora", "merged_equal"), tolerance=EXACT,
             function="add_lora", run_case=_lora, grader_check=f"{JUDGE}:check_lora", checks=CHECKS["16.6"],
-            hidden_points=10,
+            hidden_points=10, judged=("object",),
         ),
     ),
 )

@@ -74,14 +74,18 @@ def rerun_problems(spec: Mapping[str, Any], pickled: bytes, tolerance: Tolerance
     set-up left, which keeps what it allocated so that its peak is what it holds."""
     import math
 
+    from util.judging import secret
     from util.labs.lab8.plans import course_plan
     from util.student_process import ChannelError, StudentProcess
 
-    model, sizes, feeds = _setting(spec)
+    # inputs of the grader's own draw, and only what the run needs: the case's spec never reaches student code
+    setting = {"graph": spec["graph"], "inputs": spec["inputs"],
+               "seed": secret.seed("lab8", "8.3 rerun", json.dumps(dict(spec), sort_keys=True), bits=31)}
+    model, sizes, feeds = _setting(setting)
     plan = course_plan(model, {name: dims for name, (dims, _) in sizes.items()})
     try:
         with StudentProcess.start("util.labs.lab8.execute_harness:serve", seconds=100, max_data=256 << 20) as student:
-            student.send({"setting": dict(spec)})
+            student.send({"setting": setting})
             reply, _ = student.receive(timeout=90)
             if reply.get("ready") is not True:
                 return [f"the grader could not set the run of execute up: {str(reply.get('raised'))[:250]}"]
