@@ -172,7 +172,7 @@ def problem(answer: Answer, question: Written) -> str | None:
 
 NOTEBOOK_ENV = "COURSE_NOTEBOOK"
 """A variable naming the notebook's file, for a front end that tells its kernel no other way: the class server and
-``python -m grader check`` set it; so can a student (``COURSE_NOTEBOOK=lab13.ipynb papermill ...``)."""
+``python -m grader check`` set it; so can a student (``COURSE_NOTEBOOK=my_lab.ipynb papermill ...``)."""
 
 
 def notebook_path(namespace: dict) -> str | None:

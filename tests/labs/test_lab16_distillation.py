@@ -74,9 +74,18 @@ def test_the_course_loss_trains_the_student_and_the_labels_alone_do_not():
     assert seeds["init"] != SPEC["seed"] and len(set(seeds.values())) == 3
     x, teacher, labels = distillation_data(split.x_train, split.y_train, teacher_logits(trained_digits(), split.x_train),
                                            SPEC["labels"], seeds["labels"])
-    here = train_student(loss_gradient(loss, SPEC["T"], SPEC["alpha"]), x, teacher, labels, seeds["init"],
-                         order_seed=seeds["order"])
-    assert accuracy(here, split.x_test, split.y_test) == found  # the judge's run is the notebook's loop, on its draws
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the student process computes its gradients: sums in another order differ
+    try:
+        here = train_student(loss_gradient(loss, SPEC["T"], SPEC["alpha"]), x, teacher, labels, seeds["init"],
+                             order_seed=seeds["order"])
+    finally:
+        torch.set_num_threads(threads)
+    # the judge's run is the notebook's loop on its draws: within 2 of the 360 test images, as summation order in
+    # the process that ran earlier tests (its threads) moves a float32 run by a last bit
+    assert abs(accuracy(here, split.x_test, split.y_test) - found) <= 2 / 360
     labels_only = cell(LOSS + "\n\ndef labels_only(s, t, y, T, alpha):\n    return distillation_loss(s, t, y, T, 0.0)\n",
                        "labels_only")
     [problem] = verdict(labels_only)
