@@ -9,6 +9,7 @@ re-run starts one student process (PyTorch's import: a few seconds); the solutio
 from __future__ import annotations
 
 import io
+import re
 
 import cloudpickle
 import numpy as np
@@ -61,35 +62,43 @@ def verdict(fn, **spec) -> list[str]:
     return judge_distill.check_distillation({**SPEC, **spec}, saved(fn), Tolerance())
 
 
-def test_the_course_loss_trains_the_student_and_the_labels_alone_do_not():
-    """The control, then a loss that ignores the teacher: the case is one another way provably gets wrong."""
+def test_the_course_loss_trains_the_student_and_the_labels_alone_do_not(monkeypatch):
+    """The control, then a loss that ignores the teacher: the case is one another way provably gets wrong. The
+    judge's run is the notebook's loop on the grading secret's draws: over one epoch (before float64's last bits,
+    amplified by Adam, move a run's accuracy by an image or more) its student's weights are those the loop here
+    trains from the same draws, and far from those of the case's public seed."""
     from util.data import digits_split
-    from util.labs.lab16.digits import accuracy, teacher_logits, trained_digits
-    from util.labs.lab16.distill import distillation_data, loss_gradient, train_student
+    from util.labs.lab16 import distill
+    from util.labs.lab16.digits import teacher_logits, trained_digits
 
     loss = cell(LOSS)
     found, measures, problem = judge_distill.retrain({**SPEC, "cpu_seconds": 1.0}, cloudpickle.dumps(loss))
     assert problem == "" and found >= SPEC["min_accuracy"] and measures["cpu_seconds"] < 1.0, measures
-    split, seeds = digits_split(), judge_distill.draws(SPEC)  # the grading secret's draws (this process is the judge)
-    assert seeds["init"] != SPEC["seed"] and len(set(seeds.values())) == 3
-    x, teacher, labels = distillation_data(split.x_train, split.y_train, teacher_logits(trained_digits(), split.x_train),
-                                           SPEC["labels"], seeds["labels"])
-    import torch
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the student process computes its gradients: sums in another order differ
-    try:
-        here = train_student(loss_gradient(loss, SPEC["T"], SPEC["alpha"]), x, teacher, labels, seeds["init"],
-                             order_seed=seeds["order"])
-    finally:
-        torch.set_num_threads(threads)
-    # the judge's run is the notebook's loop on its draws: within 2 of the 360 test images, as summation order in
-    # the process that ran earlier tests (its threads) moves a float32 run by a last bit
-    assert abs(accuracy(here, split.x_test, split.y_test) - found) <= 2 / 360
+    trained = []
+    loop = distill.train_student
+    monkeypatch.setattr(distill, "train_student", lambda *args, **kw: trained.append(loop(*args, **kw)) or trained[-1])
+    short = {**SPEC, "epochs": 1}
+    found, measures, problem = judge_distill.retrain(short, cloudpickle.dumps(loss))
+    assert problem == "" and len(trained) == 1
+    split, seeds = digits_split(), judge_distill.draws(short)  # the grading secret's draws (this process is the judge)
+    assert seeds["init"] != SPEC["seed"] and len(set(seeds.values())) == 3
+    x, teacher, labels = distill.distillation_data(split.x_train, split.y_train,
+                                                   teacher_logits(trained_digits(), split.x_train),
+                                                   SPEC["labels"], seeds["labels"])
+    gradient = distill.loss_gradient(loss, SPEC["T"], SPEC["alpha"])
+
+    def gap(seed: int) -> float:
+        here = loop(gradient, x, teacher, labels, seed, 1, order_seed=seeds["order"])
+        return max(float((a - b).detach().abs().max()) for a, b in zip(here.parameters(), trained[0].parameters()))
+
+    assert gap(seeds["init"]) < 1e-4
+    assert gap(int(SPEC["seed"])) > 1e-2
     labels_only = cell(LOSS + "\n\ndef labels_only(s, t, y, T, alpha):\n    return distillation_loss(s, t, y, T, 0.0)\n",
                        "labels_only")
     [problem] = verdict(labels_only)
-    assert "the student reaches 8" in problem and problem.endswith("at least 94.5% is needed")
+    reached = re.search(r"the student reaches (\d+\.\d)% test accuracy; at least 94\.5% is needed$", problem)
+    assert reached and float(reached.group(1)) < 93.0, problem  # 80-91% on the secret's draws of labelled images
 
 
 def test_work_done_while_unpickling_is_measured():
