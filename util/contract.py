@@ -212,6 +212,10 @@ class Task:
     the attack kit (``tests/test_attack_kit.py``) attacks every task by what it declares here, so a new lab is
     attacked without anyone writing its attacks. A judge that runs student code again, serves it inputs or counts
     something of an object it built must say so."""
+    since: int = 1
+    """The lab release that added this task. A notebook built from an earlier release has no section for it, so it is
+    graded without it (:meth:`Lab.as_of`); its points came from the tasks that release redeclared with the points
+    they had (:attr:`Release.previous`), so every release totals the same."""
 
     @property
     def auto_points(self) -> float:
@@ -368,13 +372,25 @@ class Lab:
         questions = [q.id for t in self.tasks for q in t.written]
         if len(questions) != len(set(questions)):
             raise ValueError(f"{self.name}: two written questions share an id: {questions}")
+        late = [f"{t.id} (since {t.since})" for t in self.tasks if not 1 <= t.since <= self.release]
+        if late:
+            raise ValueError(f"{self.name}: tasks name a release the lab does not declare: {', '.join(late)}")
         tasks = {t.id: t for t in self.tasks}
         for release in self.releases:
+            adds = any(t.since == release.number for t in self.tasks)
             for old in release.previous:
                 now = tasks.get(old.id)
-                if now is None or old.max_points != now.max_points or {c.id for c in old.cases} - {c.id for c in now.cases}:
+                if now is None or (old.max_points != now.max_points and not adds) \
+                        or {c.id for c in old.cases} - {c.id for c in now.cases}:
                     raise ValueError(f"{self.name}: release {release.number}'s previous task {old.id} must be a task of "
-                                     "the lab, worth the same points, with case ids the lab still has")
+                                     "the lab, worth the same points (other points only in a release that adds "
+                                     "tasks), with case ids the lab still has")
+        for number in range(1, self.release):
+            then = sum(task.max_points for task in self._declared(number))
+            if abs(then - self.max_points) > 1e-9:
+                raise ValueError(f"{self.name}: as of release {number} its tasks are worth {then:g} points, now "
+                                 f"{self.max_points:g}: a release that adds tasks redeclares the tasks it took their "
+                                 "points from in its previous, with the points they had")
 
     @property
     def max_points(self) -> float:
@@ -404,11 +420,8 @@ class Lab:
         release (or a later one) is the lab itself."""
         if release >= self.release:
             return self
-        declared = {t.id: t for t in self.tasks}
-        for later in reversed(self.releases[release:]):  # newest first: the oldest declaration wins
-            declared.update({old.id: old for old in later.previous})
         tasks = []
-        for task in (declared[t.id] for t in self.tasks):
+        for task in self._declared(release):
             later_cases = sum(case.points for case in task.cases if case.since > release)
             later = later_cases + sum(q.points for q in task.written if q.since > release)
             newer = any(c.since > release for c in task.cases) or any(q.since > release for q in task.written)
@@ -417,6 +430,14 @@ class Lab:
                                  answer_points=task.answer_points + later,
                                  hidden_points=task.hidden_points - later_cases) if newer else task)
         return replace(self, tasks=tuple(tasks), releases=self.releases[:max(release, 1)])
+
+    def _declared(self, release: int) -> list[Task]:
+        """The tasks release ``release`` had, each as it declared them (:meth:`as_of`, before its cases are
+        filtered)."""
+        declared = {t.id: t for t in self.tasks}
+        for later in reversed(self.releases[release:]):  # newest first: the oldest declaration wins
+            declared.update({old.id: old for old in later.previous})
+        return [declared[t.id] for t in self.tasks if t.since <= release]
 
     @property
     def has_cases(self) -> bool:
@@ -438,14 +459,27 @@ class Lab:
         def attach(task: Task) -> Task:
             return replace(task, cases=tuple(cases.get(task.id, ())))
 
-        releases = tuple(replace(r, previous=tuple(attach(t) for t in r.previous)) for r in self.releases)
+        def attach_previous(task: Task) -> Task:
+            """A task as an earlier release declared it, with other hidden points than its cases are worth now (a
+            release that added tasks took points from it): each case worth its share of what it was then."""
+            found = tuple(cases.get(task.id, ()))
+            total = sum(case.points for case in found)
+            if found and total and abs(total - task.hidden_points) > 1e-9:
+                found = tuple(replace(case, points=case.points * task.hidden_points / total) for case in found)
+            return replace(task, cases=found)
+
+        releases = tuple(replace(r, previous=tuple(attach_previous(t) for t in r.previous)) for r in self.releases)
         return replace(self, tasks=tuple(attach(t) for t in self.tasks), releases=releases)
 
     def added_since(self, release: int) -> dict[str, tuple[str, ...]]:
         """Task id -> the ids of its cases that ``release`` did not have (:meth:`as_of`)."""
         then = {t.id: {c.id for c in t.cases} for t in self.as_of(release).tasks}
-        found = {t.id: tuple(c.id for c in t.cases if c.id not in then[t.id]) for t in self.tasks}
+        found = {t.id: tuple(c.id for c in t.cases if c.id not in then[t.id]) for t in self.tasks if t.id in then}
         return {task_id: cases for task_id, cases in found.items() if cases}
+
+    def tasks_since(self, release: int) -> tuple[str, ...]:
+        """Ids of the tasks that ``release`` did not have (:attr:`Task.since`)."""
+        return tuple(t.id for t in self.tasks if t.since > release)
 
     def written_since(self, release: int) -> tuple[str, ...]:
         """Ids of the written questions that ``release`` did not ask (:meth:`as_of`)."""

@@ -78,6 +78,11 @@ def note(lab: Lab, built: Built) -> str | None:
         cases = sorted({case for ids in added.values() for case in ids})
         graded.append(f"the hidden checks added since ({_list(cases)}, in tasks {_list(list(added))}) were not run, "
                       "and their points count toward each task's exported answer instead")
+    tasks = lab.tasks_since(built.release)
+    if tasks:
+        graded.append(f"the task{'s' if len(tasks) > 1 else ''} added since ({_list(list(tasks))}) "
+                      f"{'were' if len(tasks) > 1 else 'was'} not part of your handout and "
+                      f"{'are' if len(tasks) > 1 else 'is'} not graded: every task you had kept the points it had")
     if questions:
         graded.append(f"the written question{'s' if len(questions) > 1 else ''} added since ({_list(questions)}) "
                       f"{'were' if len(questions) > 1 else 'was'} not asked of you, and "

@@ -15,21 +15,35 @@ from util.contract import Case
 TINY = {"vocab": 512, "n_positions": 128, "d_model": 64, "n_layer": 2, "n_head": 4}
 GQA_DEEP = {"vocab": 1000, "n_positions": 128, "d_model": 96, "n_layer": 3, "n_head": 6, "n_kv_head": 2}
 MQA = {**TINY, "n_kv_head": 1, "tied": False}
+SMALL_VOCAB = {"vocab": 12, "n_positions": 32, "d_model": 32, "n_layer": 1, "n_head": 2}
+"""Task 15.8's distribution case: a vocabulary small enough that 400 runs test every likely token."""
 
 _RANKS = [["61", "61"], ["62", "63"], ["6161", "61"], ["61", "62"], ["6162", "63"], ["3d", "3d"], ["3d3d", "3d3d"],
           ["20", "61"], ["2061", "6161"], ["63", "63"]]
 """Merges (hex pairs) where the order of application matters: ``aa`` before ``ab``, ``bc`` before ``abc``."""
 
+_PREFIX_OPS = [
+    ["allocate", 0, [1, 2, 3, 4, 5, 6, 7, 8]], ["free", 0],
+    ["allocate", 1, [1, 2, 3, 4, 5, 6, 7, 8]],            # its last token is computed: one block reused
+    ["allocate", 2, [5, 6, 7, 8, 1, 2, 3, 4, 0]],         # the tokens of cached blocks, after another prefix
+    ["free", 1], ["allocate", 3, [1, 2, 3, 4, 7, 7]], ["free", 2],
+    ["allocate", 4, [5, 6, 7, 8, 1, 2, 3, 4, 5]], ["append", 4, 6], ["append", 4, 7], ["append", 4, 8],
+    ["allocate", 5, [2] * 9],                             # no room: OutOfBlocks, nothing changes
+    ["free", 4], ["allocate", 5, [2] * 9], ["free", 3], ["free", 5],   # evictions: the least recently used first
+    ["allocate", 6, [5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9]],
+    ["allocate", 7, [5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8, 9]], ["free", 6], ["free", 7]]
+"""A hand-written trace of task 15.7 (6 blocks of 4 slots)."""
+
 CASES = {
     "15.1": (
         Case("UTF-8 text: accents, Greek, Cyrillic, CJK and emoji",
              {"text": {"$file": "cases_data/multilingual.txt"}, "merges": 60,
-              "encode": "Zoë's naïve résumé: 東京で 🙂🙂, κόσμε, мир; Ünïcödé ✓ never seen"}, 4),
+              "encode": "Zoë's naïve résumé: 東京で 🙂🙂, κόσμε, мир; Ünïcödé ✓ never seen"}, 3),
         Case("a synthetic text where ties decide most merges",
-             {"seed": 1515, "words": 1500, "merges": 90, "encode": "abcde edcba aaaaa b cc ddd"}, 4,
+             {"seed": 1515, "words": 1500, "merges": 90, "encode": "abcde edcba aaaaa b cc ddd"}, 3,
              seeds=("seed",)),
         Case("encoding applies merges by rank, not left to right",
-             {"given": _RANKS, "encode": "aaaaa abc abcc aab ====== = == ccc aaab a aa"}, 4),
+             {"given": _RANKS, "encode": "aaaaa abc abcc aab ====== = == ccc aaab a aa"}, 3),
     ),
     "15.2": (
         Case("GQA in float16, lengths around the block size",
@@ -47,57 +61,80 @@ CASES = {
              {"num_blocks": 16, "block_size": 4, "ops": [
                  ["allocate", 0, 10], ["fork", 0, 1], ["fork", 0, 2], ["fork", 0, 3], ["append", 1], ["append", 2],
                  ["append", 0], ["append", 3], ["free", 0], ["append", 1], ["append", 1], ["append", 2],
-                 ["append", 2], ["append", 2], ["free", 3], ["free", 1], ["append", 2], ["free", 2]]}, 4),
+                 ["append", 2], ["append", 2], ["free", 3], ["free", 1], ["append", 2], ["free", 2]]}, 3),
         Case("forks at a block boundary, and forks of forks",
              {"num_blocks": 20, "block_size": 4, "ops": [
                  ["allocate", 5, 8], ["fork", 5, 6], ["append", 6], ["append", 5], ["fork", 6, 7], ["append", 7],
                  ["append", 6], ["fork", 7, 8], ["fork", 8, 9], ["append", 9], ["append", 8], ["append", 7],
                  ["free", 6], ["free", 8], ["append", 9], ["append", 9], ["append", 9], ["append", 9], ["free", 5],
-                 ["free", 7], ["free", 9]]}, 4),
+                 ["free", 7], ["free", 9]]}, 3),
         Case("running out of blocks: every call that needs one raises, and nothing changes",
              {"num_blocks": 6, "block_size": 4, "ops": [
                  ["allocate", 0, 12], ["allocate", 1, 20], ["allocate", 1, 9], ["append", 0], ["fork", 1, 2],
                  ["append", 2], ["free", 1], ["append", 2], ["free", 0], ["append", 2], ["append", 2], ["append", 2],
                  ["allocate", 3, 8], ["allocate", 4, 1], ["append", 3], ["free", 2], ["allocate", 4, 16],
-                 ["append", 4]]}, 4),
+                 ["append", 4]]}, 3),
         Case("a random trace of 300 calls", {"num_blocks": 40, "block_size": 8, "seed": 2718, "calls": 300,
-                                             "max_prompt": 40}, 4, seeds=("seed",)),
+                                             "max_prompt": 40}, 3, seeds=("seed",)),
     ),
     "15.4": (
         Case("shuffled blocks, partial last blocks, garbage everywhere else",
              {"seed": 404, "n_head": 4, "n_kv_head": 4, "head_dim": 16, "block_size": 4, "num_blocks": 24,
-              "tables": [[17, 3, 9], [0, 21], [12, 5, 8, 2, 19]], "lengths": [11, 5, 18]}, 4, seeds=("seed",)),
+              "tables": [[17, 3, 9], [0, 21], [12, 5, 8, 2, 19]], "lengths": [11, 5, 18]}, 3, seeds=("seed",)),
         Case("grouped-query attention (8 heads over 2) and a shared prefix",
              {"seed": 405, "n_head": 8, "n_kv_head": 2, "head_dim": 8, "block_size": 8, "num_blocks": 16,
-              "tables": [[6, 1, 13], [6, 1, 4], [6, 10]], "lengths": [19, 24, 9]}, 4, seeds=("seed",)),
+              "tables": [[6, 1, 13], [6, 1, 4], [6, 10]], "lengths": [19, 24, 9]}, 3, seeds=("seed",)),
         Case("full last blocks and one-token sequences",
              {"seed": 406, "n_head": 2, "n_kv_head": 1, "head_dim": 32, "block_size": 16, "num_blocks": 10,
-              "tables": [[7, 2], [4], [9, 0, 5]], "lengths": [32, 1, 48]}, 4, seeds=("seed",)),
+              "tables": [[7, 2], [4], [9, 0, 5]], "lengths": [32, 1, 48]}, 3, seeds=("seed",)),
     ),
     "15.5": (
         Case("light load: no block runs out",
              {"config": {"num_blocks": 4000, "block_size": 16, "max_tokens": 2048, "max_running": 32},
-              "seed": 51, "count": 40, "rate_per_ms": 0.5, "prompt": [16, 300], "output": [8, 200]}, 4,
+              "seed": 51, "count": 40, "rate_per_ms": 0.5, "prompt": [16, 300], "output": [8, 200]}, 3,
              seeds=("seed",)),
         Case("memory pressure: decodes preempt the newest requests",
              {"config": {"num_blocks": 90, "block_size": 16, "max_tokens": 1024, "max_running": 64},
-              "seed": 52, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 4,
+              "seed": 52, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 3,
              seeds=("seed",)),
         Case("a burst at time 0 under a small token budget (first come, first served)",
              {"config": {"num_blocks": 200, "block_size": 8, "max_tokens": 300, "max_running": 16},
               "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
                   [(120, 30), (200, 10), (60, 50), (250, 20), (30, 40), (90, 90), (10, 5), (280, 12), (45, 60),
-                   (150, 25), (75, 35), (5, 70)])]}, 4),
+                   (150, 25), (75, 35), (5, 70)])]}, 3),
         Case("a small running limit and long outputs",
              {"config": {"num_blocks": 150, "block_size": 16, "max_tokens": 1536, "max_running": 6},
-              "seed": 54, "count": 30, "rate_per_ms": 2.0, "prompt": [50, 400], "output": [100, 500]}, 4,
+              "seed": 54, "count": 30, "rate_per_ms": 2.0, "prompt": [50, 400], "output": [100, 500]}, 3,
              seeds=("seed",)),
     ),
     "15.6": (
         Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt",
              {"runs": [{"config": TINY, "seed": 7, "sigma": 0.01, "draft_seed": 70, "prompt": 8, "n": 40, "k": 4},
                        {"config": GQA_DEEP, "seed": 8, "sigma": 0.005, "draft_seed": 80, "prompt": 1, "n": 40,
-                        "k": 3}]}, 16),
+                        "k": 3}]}, 12),
+    ),
+    "15.7": (
+        Case("shared system prompts and questions everyone asks, with and without a system prompt",
+             {"num_blocks": 48, "block_size": 8, "seed": 1571, "requests": 60, "mix": [0.7, 0.0, 0.3], "questions": 4,
+              "aligned": True, "user_tokens": [8, 30]}, 2,
+             seeds=("seed",)),
+        Case("multi-turn conversations: each turn repeats the conversation so far",
+             {"num_blocks": 64, "block_size": 4, "seed": 1572, "requests": 50, "mix": [0.0, 0.9, 0.1],
+              "conversations": 4, "system_tokens": [8, 20]}, 2, seeds=("seed",)),
+        Case("a small pool: evictions, least recently used first",
+             {"num_blocks": 20, "block_size": 4, "seed": 1573, "requests": 80, "system_tokens": [12, 30],
+              "user_tokens": [2, 12], "output_tokens": [2, 10]}, 2, seeds=("seed",)),
+        Case("whole-block prompts, the same tokens after another prefix, a pool that runs out",
+             {"num_blocks": 6, "block_size": 4, "ops": _PREFIX_OPS}, 2),
+    ),
+    "15.8": (
+        Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt, on the grader's draws",
+             {"runs": [{"config": TINY, "seed": 17, "sigma": 0.02, "draft_seed": 171, "prompt": 8, "n": 40, "k": 4},
+                       {"config": GQA_DEEP, "seed": 18, "sigma": 0.01, "draft_seed": 181, "prompt": 1, "n": 30,
+                        "k": 3}]}, 4),
+        Case("the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)",
+             {"distribution": {"config": SMALL_VOCAB, "seed": 3, "sigma": 0.3, "draft_seed": 30, "prompt": 4, "n": 1,
+                               "k": 1}, "samples": 400}, 4),
     ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

@@ -17,6 +17,14 @@ what a case saved, against the grader's own computation (``judge_reference.py``)
   call's logits itself, counts the calls, checks each one's input (the decided tokens, then the draft's
   greedy proposals, no more than the round needs) against its own speculative decoding, and the tokens
   returned against its own greedy decoding of the target.
+* 15.7 :func:`check_prefix`: the prefix cache's record of every call, by memory simulation (each slot holds a
+  token in its context: :func:`~util.labs.lab15.prefix.trace_problems`) and against the grader's own cache: the
+  blocks each prompt reuses, the blocks cached and the evictions after every call.
+* 15.8 :func:`check_sampling`: ``speculative_sample`` run again in a student process against the judge's target,
+  with uniform draws the judge draws from the grading secret (:mod:`util.judging.secret`) and serves run by run:
+  every call, the tokens and the draws used exactly the judge's own run; or, over many runs, the tokens'
+  frequencies against the target's exact sampling distribution (Pearson's chi-square at
+  :data:`DISTRIBUTION_ALPHA`).
 
 The saved bytes are untrusted: JSON is read bounded, arrays without pickle, and every field is checked
 before use. Feedback says what differs and where, never the grader's hidden figures.
@@ -306,3 +314,254 @@ def _call_problems(calls: list[list[int]], expected: Mapping[str, Any]) -> list[
         return [f"the target was called {len(calls)} times; speculative decoding calls it {fewer} times on this "
                 "case: one call per round, each checking every proposal of the round and giving one token of its own"]
     return []
+
+
+# ---------------------------------------------------------------- 15.7: the prefix cache
+
+_PREFIX_HINTS = {
+    "result": "a prompt reuses every cached block of its longest cached prefix of full blocks (the last token "
+              "always computed), each block looked up by a name chained from its parent's name and its own tokens",
+    "cached": "every full block is named and cached once its last slot is written (by a prompt or an append), "
+              "unless the cache already holds a block of that name; a freed block stays cached until evicted",
+    "evictions": "a new block is an empty free block when there is one; only when none is left is the least "
+                 "recently used free cached block evicted (a freed sequence's blocks count as used last block "
+                 "first), never a block a sequence holds",
+}
+
+
+def check_prefix(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.7: the recorded replay of the case's requests, by memory simulation (no block handed out while a
+    sequence holds it, no cached block served after it was written again, no block reused after another prefix:
+    :func:`~util.labs.lab15.prefix.trace_problems`) and against the grader's own cache: the blocks each prompt
+    reuses, the blocks cached and the evictions after every call, exactly."""
+    from util.labs.lab15.judge_reference import ReferencePrefixCache
+    from util.labs.lab15.prefix import replay, trace_from, trace_problems
+
+    steps = _json(data)
+    num_blocks, block_size, ops = trace_from(spec)
+    if not isinstance(steps, list):
+        return [UNREADABLE]
+    problems = trace_problems(ops, steps, num_blocks, block_size, LIMIT)
+    if problems:
+        return problems
+    expected = replay(ReferencePrefixCache(num_blocks, block_size), ops)
+    for index, (op, found, wanted) in enumerate(zip(ops, steps, expected)):
+        where = f"call {index} ({op[0]} {op[1]}{f', {len(op[2])} tokens' if op[0] == 'allocate' else ''})"
+        if (found["result"] == "raised") != (wanted["result"] == "raised"):
+            return [f"{where} {'raised' if found['result'] == 'raised' else 'did not raise'} OutOfBlocks, unlike a "
+                    "correct prefix cache here: " + _PREFIX_HINTS["evictions"]]
+        if found["result"] != wanted["result"]:
+            more = "more" if found["result"] > wanted["result"] else "fewer"
+            return [f"{where} reused {found['result']} blocks, {more} than a correct prefix cache: "
+                    + _PREFIX_HINTS["result"]]
+        for key in ("cached", "evictions"):
+            if found[key] != wanted[key]:
+                more = "more" if found[key] > wanted[key] else "fewer"
+                return [f"after {where}, {'num_cached()' if key == 'cached' else 'evictions()'} is {found[key]}, "
+                        f"{more} than a correct prefix cache's: " + _PREFIX_HINTS[key]]
+    return []
+
+
+# ---------------------------------------------------------------- 15.8: speculative sampling
+
+DISTRIBUTION_ALPHA = 1e-6
+"""The significance of task 15.8's distribution test: a correct implementation fails it once in a million
+gradings; the chi-square of the mistakes the lab knows is far beyond it."""
+MIN_EXPECTED = 5.0
+"""Cells of the chi-square test expecting fewer runs than this are pooled into one."""
+
+
+def _draws(spec: Mapping[str, Any], *names: Any):
+    """The uniform draws of one run, from the grading secret (never the spec alone): a stream no student code can
+    predict, the same for the judge's own run and the student's within one grading."""
+    from util.judging import secret
+
+    return secret.generator("lab15", "15.8 draws", json.dumps(dict(spec), sort_keys=True), *names)
+
+
+def _send_draft(student, cfg, draft) -> None:
+    state = draft.state_dict()
+    names = [[name, list(tensor.shape)] for name, tensor in state.items()]
+    weights = b"".join(tensor.detach().double().contiguous().numpy().tobytes() for tensor in state.values())
+    student.send({"draft": {"config": cfg.to_dict(), "names": names}}, data=weights)
+
+
+def _serve_sampled(student, cfg, target, prompt: list[int], n: int, k: int, values, calls_allowed: int,
+                   logits_cache: dict | None = None) -> tuple[list[list[int]], Any, Any]:
+    """One run of ``speculative_sample``: the draws sent, every target call served (refused past
+    ``calls_allowed``), until the tokens or an error come back. Returns ``(calls, tokens or None, reply)``."""
+    import numpy as np
+    import torch
+
+    student.send({"run": {"prompt": prompt, "n": n, "k": k, "draws": len(values)}},
+                 data=np.asarray(values, dtype=np.float64).tobytes())
+    calls: list[list[int]] = []
+    while True:
+        reply, body = student.receive(timeout=START_SECONDS)
+        if "target" in reply:
+            length = reply["target"]
+            ids = np.frombuffer(body, dtype=np.int64) if len(body) % 8 == 0 else np.zeros(0, np.int64)
+            if type(length) is not int or not 1 <= length <= cfg.n_positions or ids.size != length \
+                    or ids.min() < 0 or ids.max() >= cfg.vocab:
+                student.send({"refused": f"the target takes ids of length 1 to {cfg.n_positions} within its "
+                                         f"vocabulary of {cfg.vocab}"})
+                continue
+            calls.append(ids.tolist())
+            if len(calls) > calls_allowed:
+                student.send({"refused": "too many calls: speculative sampling calls the target once per round"})
+                if len(calls) > calls_allowed + 4 * EXTRA_CALLS:
+                    return calls, None, {"raised": "the target was called again and again after the grader refused"}
+                continue
+            key = tuple(calls[-1])
+            logits = logits_cache.get(key) if logits_cache is not None else None
+            if logits is None:
+                with torch.no_grad():
+                    logits = target(torch.from_numpy(ids.copy()).view(1, -1))[0].numpy().astype(np.float64).tobytes()
+                if logits_cache is not None:
+                    logits_cache[key] = logits
+            student.send({"logits": [length, cfg.vocab]}, data=logits)
+        elif "tokens" in reply:
+            tokens = reply["tokens"]
+            ok = isinstance(tokens, list) and all(type(t) is int for t in tokens)
+            return calls, tokens if ok else None, reply
+        else:
+            return calls, None, reply
+
+
+def check_sampling(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.8: ``speculative_sample`` run again in a student process against the judge's own target, with
+    uniform draws the judge draws from the grading secret and serves run by run. A case of ``runs``: every target
+    call's input, the tokens and the draws used must be exactly the judge's own run on the same draws
+    (:func:`~util.labs.lab15.judge_reference.speculative_sampling`). A case of ``distribution``: ``samples``
+    runs on fresh draws, and each generated position's token frequencies must pass Pearson's chi-square test
+    against the target's own sampling distribution at that position (computed exactly by the judge) at
+    significance :data:`DISTRIBUTION_ALPHA` (cells expecting fewer than :data:`MIN_EXPECTED` pooled)."""
+    import torch
+
+    from util.artifacts import read_saved_arrays
+    from util.student_process import ChannelError, StudentProcess
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    torch.set_num_threads(1)
+    try:
+        with StudentProcess.start("util.labs.lab15.spec_harness:serve", max_data=1 << 20,
+                                  seconds=START_SECONDS + 120) as student:
+            student.send({"function": True}, data=arrays["function"].tobytes())
+            if "distribution" in spec:
+                return _distribution(student, spec)[:LIMIT]
+            for number, run in enumerate(spec["runs"]):
+                found = _sampled_run(student, spec, number, run)
+                if found:
+                    where = f"run {number + 1} of {len(spec['runs'])}: "
+                    return [where + problem for problem in found][:LIMIT]
+    except ChannelError as exc:
+        return [f"the grader could not run speculative_sample again ({exc})"]
+    return []
+
+
+def _sampled_run(student, spec: Mapping[str, Any], number: int, run: Mapping[str, Any]) -> list[str]:
+    from util.labs.lab15.judge_reference import speculative_sampling
+    from util.labs.lab15.speculative import Uniforms
+
+    cfg, target, draft, prompt = _models(run)
+    n, k = int(run["n"]), int(run["k"])
+    values = _draws(spec, "run", number).random(n * (2 * k + 1) + 8).tolist()
+    expected = speculative_sampling(target, draft, prompt, n, k, Uniforms(values))
+    _send_draft(student, cfg, draft)
+    calls, tokens, reply = _serve_sampled(student, cfg, target, prompt, n, k, values,
+                                          len(expected["calls"]) + EXTRA_CALLS)
+    problems = _sampled_calls(calls, expected)
+    if tokens is None:
+        return problems + [f"run again by the grader, speculative_sample raised {str(reply.get('raised'))[:250]}"]
+    if tokens != expected["tokens"]:
+        problems.append("the tokens differ from the grader's own speculative sampling on the same uniform draws: "
+                        "accept proposal i when u < p(x) / q(x), else sample the round's token from max(0, p - q) "
+                        "with sample(), and draw in the stated order")
+    elif reply.get("used") != expected["used"]:
+        problems.append(f"the run took {reply.get('used')} uniform draws, the stated order takes {expected['used']}: "
+                        "one per proposal, one per acceptance test (stopping at the first rejection), one for the "
+                        "round's own token")
+    return problems
+
+
+def _sampled_calls(calls: list[list[int]], expected: Mapping[str, Any]) -> list[str]:
+    for index, (found, call, start) in enumerate(zip(calls, expected["calls"], expected["starts"])):
+        if found == call:
+            continue
+        where = f"target call {index}"
+        if found[:start] != call[:start]:
+            return [f"{where}'s input does not start with the prompt and the tokens decided so far, as the grader's "
+                    "own run on the same draws has them"]
+        if len(found) != len(call):
+            return [f"{where} checks {len(found) - start} proposals; each round proposes min(k, n - tokens decided)"]
+        return [f"{where} checks other proposals than the draft samples with the draws served: proposal i is "
+                "sample(softmax(draft logits), u), one draw each, before the target call"]
+    if len(calls) != len(expected["calls"]):
+        return [f"the target was called {len(calls)} times; on the same draws speculative sampling calls it "
+                f"{len(expected['calls'])} times: once per round"]
+    return []
+
+
+def _distribution(student, spec: Mapping[str, Any]) -> list[str]:
+    """The chi-square test of each generated position (:func:`check_sampling`)."""
+    import numpy as np
+    from scipy.stats import chi2
+
+    run = spec["distribution"]
+    cfg, target, draft, prompt = _models(run)
+    n, k, samples = int(run["n"]), int(run["k"]), int(spec["samples"])
+    truth = _exact_marginals(target, prompt, n)
+    _send_draft(student, cfg, draft)
+    stream = _draws(spec, "distribution")
+    cache: dict = {}
+    found = np.zeros((n, cfg.vocab), dtype=np.int64)
+    for _ in range(samples):
+        values = stream.random(n * (2 * k + 1) + 8).tolist()
+        calls, tokens, reply = _serve_sampled(student, cfg, target, prompt, n, k, values, n + EXTRA_CALLS, cache)
+        if tokens is None:
+            return [f"run again by the grader, speculative_sample raised {str(reply.get('raised'))[:250]}"]
+        if len(tokens) != n or not all(0 <= t < cfg.vocab for t in tokens):
+            return [f"speculative_sample returned {len(tokens)} tokens; {n} tokens of the vocabulary were asked for"]
+        for position, token in enumerate(tokens):
+            found[position, token] += 1
+    for position in range(n):
+        expected = truth[position] * samples
+        small = expected < MIN_EXPECTED
+        observed = np.append(found[position][~small], found[position][small].sum())
+        wanted = np.append(expected[~small], expected[small].sum())
+        if wanted[-1] == 0:
+            observed, wanted = observed[:-1], wanted[:-1]
+        statistic = float(((observed - wanted) ** 2 / wanted).sum())
+        p_value = float(chi2.sf(statistic, len(wanted) - 1))
+        if not p_value >= DISTRIBUTION_ALPHA:
+            worst = int(np.argmax(np.abs(found[position] - expected)))
+            return [f"over {samples:,} runs on fresh draws, the tokens at generated position {position} do not follow "
+                    f"the target's own sampling distribution (chi-square {statistic:.0f} on {len(wanted) - 1} degrees "
+                    f"of freedom, p = {p_value:.1e} < {DISTRIBUTION_ALPHA:g}; token {worst} came "
+                    f"{int(found[position, worst])} times, the target's distribution expects {expected[worst]:.0f}): "
+                    "after a rejection the token is sampled from max(0, p - q), not from p or q"]
+    return []
+
+
+def _exact_marginals(target, prompt: list[int], n: int):
+    """The target's own sampling distribution of each of the ``n`` generated positions (temperature 1), summed
+    exactly over every sequence before it (a small vocabulary: ``vocab ** (n - 1)`` forward passes at most)."""
+    import numpy as np
+    import torch
+
+    paths = {(): 1.0}
+    out = []
+    for _ in range(n):
+        marginal = None
+        nxt: dict = {}
+        for path, weight in paths.items():
+            with torch.no_grad():
+                p = torch.softmax(target(torch.tensor([list(prompt) + list(path)]))[0, -1].double(), -1).numpy()
+            marginal = weight * p if marginal is None else marginal + weight * p
+            for token, probability in enumerate(p):
+                nxt[path + (token,)] = weight * float(probability)
+        out.append(marginal)
+        paths = nxt
+    return np.array(out)

@@ -183,3 +183,143 @@ def speculative(target: torch.nn.Module, draft: torch.nn.Module, prompt: list[in
         accepted += kept
         decided += (proposals[:kept] + [checked[kept]])[:n - len(decided)]
     return {"tokens": decided, "calls": calls, "starts": starts, "accepted": accepted, "gap": gap}
+
+
+class ReferencePrefixCache:
+    """The grader's prefix cache (task 15.7): every full block named by its whole prefix (the tuple of every token
+    up to its end: no collision is possible, as a chained hash intends), looked up block by block over the
+    prompt's full blocks before its last token; a block no sequence holds stays cached, in a queue from least to
+    most recently used (a freed sequence's blocks enter it last block first); a new block is an empty one when
+    one is free, else the front of the queue, evicted. A block that fills under a name the cache already holds
+    stays the sequence's own and is empty once freed."""
+
+    def __init__(self, num_blocks: int, block_size: int) -> None:
+        from collections import OrderedDict
+
+        self.block_size = block_size
+        self.empty = list(range(num_blocks))
+        self.queue: "OrderedDict[int, None]" = OrderedDict()   # free cached blocks, least recently used first
+        self.name_of: dict[int, tuple] = {}                     # block -> its name, while cached
+        self.by_name: dict[tuple, int] = {}
+        self.refs = [0] * num_blocks
+        self.tables: dict[int, list[int]] = {}
+        self.tokens: dict[int, list[int]] = {}
+        self.evicted = 0
+
+    def _available(self) -> int:
+        return len(self.empty) + len(self.queue)
+
+    def _take(self) -> int:
+        if self.empty:
+            block = self.empty.pop()
+        else:
+            block, _ = self.queue.popitem(last=False)
+            del self.by_name[self.name_of.pop(block)]
+            self.evicted += 1
+        self.refs[block] = 1
+        return block
+
+    def _name(self, seq: int, index: int) -> None:
+        name = tuple(self.tokens[seq][:(index + 1) * self.block_size])
+        block = self.tables[seq][index]
+        if name not in self.by_name:
+            self.by_name[name] = block
+            self.name_of[block] = name
+
+    def allocate(self, seq: int, tokens: list[int]) -> int:
+        size = self.block_size
+        hits: list[int] = []
+        for index in range((len(tokens) - 1) // size):
+            block = self.by_name.get(tuple(tokens[:(index + 1) * size]))
+            if block is None:
+                break
+            hits.append(block)
+        need = blocks_for(len(tokens), size) - len(hits)
+        if need > self._available() - sum(block in self.queue for block in hits):
+            raise OutOfBlocks(seq)
+        for block in hits:
+            self.queue.pop(block, None)
+            self.refs[block] += 1
+        self.tables[seq] = hits + []
+        self.tokens[seq] = list(tokens)
+        for _ in range(need):
+            self.tables[seq].append(self._take())
+        for index in range(len(hits), len(tokens) // size):
+            self._name(seq, index)
+        return len(hits)
+
+    def append(self, seq: int, token: int) -> None:
+        position = len(self.tokens[seq])
+        if position % self.block_size == 0:
+            if not self._available():
+                raise OutOfBlocks(seq)
+            self.tables[seq].append(self._take())
+        self.tokens[seq].append(token)
+        if (position + 1) % self.block_size == 0:
+            self._name(seq, position // self.block_size)
+
+    def free(self, seq: int) -> None:
+        for block in reversed(self.tables.pop(seq)):
+            self.refs[block] -= 1
+            if self.refs[block] == 0:
+                if block in self.name_of:
+                    self.queue[block] = None
+                else:
+                    self.empty.append(block)
+        del self.tokens[seq]
+
+    def block_table(self, seq: int) -> list[int]:
+        return list(self.tables[seq])
+
+    def num_free(self) -> int:
+        return self._available()
+
+    def num_cached(self) -> int:
+        return len(self.name_of)
+
+    def evictions(self) -> int:
+        return self.evicted
+
+
+@torch.no_grad()
+def speculative_sampling(target: torch.nn.Module, draft: torch.nn.Module, prompt: list[int], n: int, k: int,
+                         draws) -> dict[str, Any]:
+    """Speculative sampling as task 15.8 states it (Leviathan et al., Chen et al.), uncached, every random choice
+    from ``draws`` (:class:`~util.labs.lab15.speculative.Uniforms`) in the stated order: the draft samples ``m =
+    min(k, n - decided)`` proposals from its softmax (one draw each), one target call gives ``p`` at the ``m + 1``
+    positions, proposal ``i`` is accepted while a draw ``u < p_i(x_i) / q_i(x_i)`` (one draw per test, stopping
+    at the first rejection), then one more draw samples the round's own token: from ``max(0, p_i - q_i)`` after a
+    rejection at ``i``, from ``p_m`` after ``m`` acceptances. Returns ``{"tokens", "calls", "starts", "accepted",
+    "used"}``."""
+    from util.labs.lab15.speculative import sample
+
+    decided: list[int] = []
+    calls: list[list[int]] = []
+    starts: list[int] = []
+    accepted = 0
+    while len(decided) < n:
+        m = min(k, n - len(decided))
+        sequence = list(prompt) + decided
+        start = len(sequence)
+        qs = []
+        for _ in range(m):
+            q = torch.softmax(draft(torch.tensor([sequence], dtype=torch.long))[0, -1].double(), dim=-1)
+            qs.append(q)
+            sequence.append(sample(q, draws()))
+        calls.append(list(sequence))
+        starts.append(start)
+        p = torch.softmax(target(torch.tensor([sequence], dtype=torch.long))[0, start - 1:].double(), dim=-1)
+        kept = 0
+        while kept < m:
+            x = sequence[start + kept]
+            if draws() < float(p[kept, x]) / float(qs[kept][x]):
+                kept += 1
+            else:
+                break
+        if kept < m:
+            token = sample(torch.clamp(p[kept] - qs[kept], min=0), draws())
+        else:
+            token = sample(p[m], draws())
+        accepted += kept
+        decided += (sequence[start:start + kept] + [token])[:n - len(decided)]
+    return {"tokens": decided, "calls": calls, "starts": starts, "accepted": accepted, "used": draws.used}

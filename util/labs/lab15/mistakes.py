@@ -83,4 +83,40 @@ MISTAKES = (
                                     "grouped-query attention (8 heads over 2) and a shared prefix",
                                     "full last blocks and one-token sequences")},
     ),
+    Mistake(
+        name="prefix_hash_ignores_parent",
+        description="Names a full block by a hash of its own tokens only, not its parent's name: a block of the same "
+                    "tokens after another prefix is found in the cache and reused, though its keys and values were "
+                    "computed in another context.",
+        replacements=(("        return hash((parent, tuple(block_tokens)))",
+                       "        return hash(tuple(block_tokens))"),),
+        expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
+                                            "system prompt",
+                                    "whole-block prompts, the same tokens after another prefix, a pool that runs out")},
+    ),
+    Mistake(
+        name="evicts_referenced_block",
+        description="Evicts the block cached longest ago, whether or not a running request still holds it: when "
+                    "the pool runs short, a block a running request still reads is handed to another and written.",
+        replacements=(("            block = next(iter(self.evictable))\n            del self.evictable[block]\n",
+                       "            block = next(iter(self.names))              # the oldest cached block, held or "
+                       "not\n            self.evictable.pop(block, None)\n"),),
+        expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
+                                            "system prompt",
+                                    "multi-turn conversations: each turn repeats the conversation so far",
+                                    "a small pool: evictions, least recently used first",
+                                    "whole-block prompts, the same tokens after another prefix, a pool that runs out")},
+    ),
+    Mistake(
+        name="resamples_from_p",
+        description="After a rejection samples the round's token from the target's p instead of the residual "
+                    "max(0, p - q): plausible, but the tokens over-represent what the draft proposes, so they no "
+                    "longer follow the target's distribution.",
+        replacements=(("        weights = torch.clamp(p[a] - qs[a], min=0) if a < m else p[m]     # the residual, or "
+                       "the bonus position",
+                       "        weights = p[a]     # the target's own distribution"),),
+        expected_failures={"15.8": (ANSWER, "TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token "
+                                            "prompt, on the grader's draws",
+                                    "the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)")},
+    ),
 )

@@ -254,6 +254,91 @@ def _perfect_draft(fn) -> str | None:
     return None
 
 
+# ---------------------------------------------------------------- 15.7
+
+HAND_PREFIX = [["allocate", 0, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]], ["allocate", 1, [1, 2, 3, 4, 5, 6, 7, 8, 11]],
+               ["free", 0], ["free", 1], ["allocate", 2, [1, 2, 3, 4, 5, 6, 7, 8]], ["allocate", 3, [9] * 13],
+               ["allocate", 4, [1, 2, 3, 4, 5, 6, 7, 8, 12]]]
+"""The notebook's hand-counted requests on 6 blocks of 4 slots (a system prompt of 8 tokens, then a request too
+large to share anything)."""
+HAND_PREFIX_COUNTS = [(0, 3, 2, 0), (2, 2, 2, 0), (None, 3, 2, 0), (None, 6, 2, 0), (1, 4, 2, 0), (0, 0, 4, 1),
+                      ("raised", 0, 4, 1)]
+"""After each call of :data:`HAND_PREFIX`: (blocks reused, num_free(), num_cached(), evictions())."""
+
+
+def _hand_prefix(cls) -> str | None:
+    from util.labs.lab15.prefix import replay, trace_problems
+
+    steps = replay(inspect.unwrap(cls)(6, 4), HAND_PREFIX)
+    problems = trace_problems(HAND_PREFIX, steps, 6, 4)
+    if problems:
+        return problems[0]
+    found = [(s["result"], s["free"], s["cached"], s["evictions"]) for s in steps]
+    return equal(found, HAND_PREFIX_COUNTS, "(reused, num_free(), num_cached(), evictions()) after each call")
+
+
+def _prefix_raises(cls) -> str | None:
+    from util.labs.lab15.paged import OutOfBlocks
+
+    cache = inspect.unwrap(cls)(2, 4)
+    cache.allocate(0, [1, 2, 3])
+    try:
+        cache.allocate(1, list(range(9)))
+    except OutOfBlocks:
+        return equal((cache.num_free(), cache.block_table(0)), (1, cache.block_table(0)),
+                     "num_free() after a refused allocate")
+    return "allocate(1, 9 tokens) on a pool with 1 free block of 4 slots did not raise OutOfBlocks"
+
+
+def _by_size(answer: Any) -> list[float]:
+    """The answer's hit rates from the smallest cache to the largest (JSON gives the sizes back as strings)."""
+    return [rate for _, rate in sorted((int(size), rate) for size, rate in answer["hit_rate_by_blocks"].items())]
+
+
+# ---------------------------------------------------------------- 15.8
+
+def _sampling_models(sigma: float):
+    """A one-layer TinyGPT over 12 tokens (float64), its draft of noise ``sigma`` (the model itself at 0) and a
+    4-token prompt: small enough that 300 samples show its distribution."""
+    from util.labs.lab10.gpt import GPTConfig, prompt_ids, seeded_gpt
+    from util.labs.lab15.speculative import draft_of
+
+    cfg = GPTConfig.from_dict({"vocab": 12, "n_positions": 32, "d_model": 32, "n_layer": 1, "n_head": 2})
+    model = seeded_gpt(cfg, 9).double().eval()
+    return model, (model if sigma == 0 else draft_of(model, sigma, 90)), prompt_ids(cfg, 4, 9)
+
+
+def _equal_draft_sampling(fn) -> str | None:
+    from util.labs.lab15.speculative import CountingTarget, uniform_stream
+
+    target_model, draft, prompt = _sampling_models(0.0)
+    counted = CountingTarget(target_model)
+    draws = uniform_stream(5)
+    tokens = _tokens(fn(counted, draft, prompt, 10, 4, draws))
+    return first(equal(len(tokens), 10, "the number of tokens"),
+                 equal(counted.calls, 2, "target calls for n = 10, k = 4 with the target as its own draft "
+                                         "(every proposal accepted: ceil(10 / 5))"),
+                 equal(draws.used, 18, "draws used (each round: 4 proposals, 4 tests, 1 token)"))
+
+
+def _sampling_frequencies(fn) -> str | None:
+    import torch
+
+    from util.labs.lab15.speculative import CountingTarget, uniform_stream
+
+    target_model, draft, prompt = _sampling_models(0.3)
+    with torch.no_grad():
+        p = torch.softmax(target_model(prompt)[0, -1].double(), -1)
+    counts = torch.zeros_like(p)
+    for seed in range(300):
+        tokens = _tokens(fn(CountingTarget(target_model), draft, prompt.clone(), 1, 1, uniform_stream(seed, 8)))
+        counts[tokens[0]] += 1
+    distance = float((counts / 300 - p).abs().sum() / 2)
+    return None if distance < 0.12 else (f"over 300 streams the first token's frequencies are {distance:.2f} away "
+                                         "(total variation) from the target's softmax; sampling correctly stays "
+                                         "within 0.12")
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "15.1": (
         Check("the worked example: merges 'a a', 'a b', 'aa ab' and its ids", _worked_example,
@@ -334,6 +419,34 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(a["target_calls"] < 40, True, "target_calls < 40"),
                               equal(a["target_calls"] + a["accepted"] >= 40, True,
                                     "target_calls + accepted >= 40 (each call gives one token besides the accepted)")),
+              "tokens = accepted + one per call (the last call's may be cut at n)"),
+    ),
+    "15.7": (
+        Check("the notebook's hand-counted requests", _hand_prefix,
+              "reuse the cached full blocks of the longest prefix (never the block of the prompt's last token); a "
+              "freed block stays cached; evict only when no empty block is free, least recently used first",
+              calls_function=True),
+        Check("an allocate that cannot get its blocks raises OutOfBlocks", _prefix_raises,
+              "count the blocks you can take (free and not reused) before changing anything", calls_function=True),
+        Check("hit rate = reused / (reused + computed), higher with more blocks",
+              lambda a: first(has_keys(a, ("reused", "computed", "hit_rate", "evictions", "hit_rate_by_blocks")),
+                              equal(abs(a["hit_rate"] - a["reused"] / max(a["reused"] + a["computed"], 1)) < 1e-12,
+                                    True, "hit_rate == reused / (reused + computed)"),
+                              equal(_by_size(a)[-1] >= _by_size(a)[0], True,
+                                    "the hit rate of the largest cache >= that of the smallest")),
+              "a larger pool evicts less, so it keeps more prefixes"),
+    ),
+    "15.8": (
+        Check("the target as its own draft: every proposal accepted", _equal_draft_sampling,
+              "p / q = 1 accepts every proposal; one draw per proposal, one per test, one for the round's token",
+              calls_function=True),
+        Check("the first token follows the target's softmax", _sampling_frequencies,
+              "after a rejection sample from max(0, p - q), not from p", calls_function=True),
+        Check("n tokens, each call giving its accepted proposals and one token",
+              lambda a: first(has_keys(a, ("tokens", "target_calls", "accepted", "draws", "first_token_tv",
+                                           "tokens_per_call")),
+                              equal(len(a["tokens"]), 40, "the number of tokens"),
+                              equal(a["target_calls"] + a["accepted"] >= 40, True, "target_calls + accepted >= 40")),
               "tokens = accepted + one per call (the last call's may be cut at n)"),
     ),
 }

@@ -6,7 +6,8 @@ counter. Its judge asks the grader for a student process (:mod:`util.student_pro
 with a draft model built from weights the judge sends and a **target that lives in the judge**
 (:class:`RemoteTarget`): every ``target(ids)`` sends the ids over the socket, and the judge computes the
 logits with its own model, counting and checking each call. The judge compares the tokens returned with
-its own greedy decoding of the target.
+its own greedy decoding of the target. Task 15.8's speculative sampling runs the same way, with the uniform draws
+the judge serves for each run (drawn from the grading secret, which never reaches this process: only the draws).
 """
 from __future__ import annotations
 
@@ -41,9 +42,12 @@ class RemoteTarget:
 def serve(channel: Channel) -> None:
     """``{"function": true}`` + the pickled function, then for each run ``{"draft": {"config", "names": [[name,
     shape], ...]}}`` + the draft's float64 weights and ``{"run": {"prompt": [...], "n": n, "k": k}}``: build the
-    draft (a TinyGPT in float64), call ``speculative_generate(target, draft, prompt, n, k)`` with a
-    :class:`RemoteTarget` (its calls are answered by the judge as they come), then send ``{"tokens": [...]}`` or
-    ``{"raised": message}``; until the judge closes the socket."""
+    draft (a TinyGPT in float64, kept for the runs that follow until another comes), call
+    ``speculative_generate(target, draft, prompt, n, k)`` with a :class:`RemoteTarget` (its calls are answered by
+    the judge as they come), then send ``{"tokens": [...]}`` or ``{"raised": message}``; a run ``{"run": {...,
+    "draws": count}}`` + ``count`` float64 draws calls ``speculative_sample(target, draft, prompt, n, k, draws)``
+    with them as :class:`~util.labs.lab15.speculative.Uniforms` and answers ``{"tokens", "used"}``; until the judge
+    closes the socket."""
     import torch
 
     torch.set_num_threads(1)
@@ -52,29 +56,37 @@ def serve(channel: Channel) -> None:
     except ChannelError:
         return
     try:
-        import cloudpickle
+        from util.judging.student_code import load
 
-        function = cloudpickle.loads(pickled)
+        function = load(pickled, limit=1 << 20)   # first, before any run's input reaches this process
     except Exception as exc:  # a function that cannot be unpickled here
         channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
         return
+    draft = cfg = None
     while True:
         try:
-            header, weights, _ = channel.receive()
-            run, _, _ = channel.receive()
+            header, data, _ = channel.receive()
         except ChannelError:
             return
+        if "draft" in header:  # the draft of the runs that follow (until the next one)
+            cfg, draft = _draft(header, data)
+            continue
+        draws = None
+        if "draws" in header.get("run", {}):  # speculative sampling (task 15.8): the judge's uniform draws
+            from util.labs.lab15.speculative import Uniforms
+
+            draws = Uniforms(np.frombuffer(data, dtype=np.float64)[:int(header["run"]["draws"])].tolist())
         try:
-            tokens = _run(function, channel, header, weights, run["run"])
+            tokens = _run(function, channel, cfg, draft, header["run"], draws)
         except ChannelError:
             return
         except Exception as exc:  # the student's code may raise anything: say what, as the kernel would
             channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
             continue
-        channel.send({"tokens": tokens[:4096]})
+        channel.send({"tokens": tokens[:4096], **({"used": draws.used} if draws is not None else {})})
 
 
-def _run(function, channel: Channel, header: dict, weights: bytes, spec: dict) -> list[int]:
+def _draft(header: dict, weights: bytes):
     import torch
 
     from util.labs.lab10.gpt import GPTConfig, TinyGPT
@@ -88,7 +100,14 @@ def _run(function, channel: Channel, header: dict, weights: bytes, spec: dict) -
                                        .reshape(shape).copy())
         offset += size
     draft.load_state_dict(state)
+    return cfg, draft
+
+
+def _run(function, channel: Channel, cfg, draft, spec: dict, draws) -> list[int]:
+    import torch
+
     prompt = torch.tensor([spec["prompt"]], dtype=torch.long)
+    extra = () if draws is None else (draws,)
     with torch.no_grad():
-        tokens = function(RemoteTarget(channel, cfg), draft, prompt, int(spec["n"]), int(spec["k"]))
+        tokens = function(RemoteTarget(channel, cfg), draft, prompt, int(spec["n"]), int(spec["k"]), *extra)
     return [int(t) for t in torch.as_tensor(tokens).reshape(-1).tolist()]

@@ -3,7 +3,8 @@
 Students train a byte-level BPE tokenizer on text the course ships (15.1), count what the tokens cost in
 KV-cache bytes and what contiguous and paged caches waste (15.2), write a paged KV-cache allocator with
 copy-on-write (15.3), attention over a paged cache (15.4), a continuous-batching scheduler under a token
-budget and a cost model (15.5), and greedy speculative decoding with a draft model (15.6).
+budget and a cost model (15.5), greedy speculative decoding with a draft model (15.6), and, since release 3, a
+prefix cache (15.7) and speculative sampling (15.8).
 
 What a correct answer must satisfy is decided by the grader in its judge process (``judge.py``) on what the
 cases saved, with its own computation (``judge_reference.py``): the allocator's recorded block tables by a
@@ -11,11 +12,15 @@ simulation of the memory and against the grader's own counts; the attention's ou
 attention over keys and values it gathers itself; the scheduler's recorded iterations against its own run of
 the stated policy; speculative decoding run again in a student process against a target that lives in the
 judge, which counts and checks every call and compares the tokens with its own greedy decoding. Nothing is
-timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model).
+timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model). The prefix
+cache's record is checked as the allocator's (memory simulated, each slot a token in its context) against the
+grader's own cache; speculative sampling runs in a student process on uniform draws the judge draws from the
+grading secret and serves, its tokens exactly the judge's own run's and their distribution tested (chi-square).
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from util.contract import Lab, Release, Task, Tolerance, Written
@@ -149,6 +154,29 @@ def _speculative(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return {"runs": results, **saved}
 
 
+def _prefix(cls: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's prefix cache replayed on the case's requests here (the course's recorder); the record is saved
+    for the judge, which simulates the memory and counts blocks with its own cache."""
+    from util.artifacts import save_file
+    from util.labs.lab15.prefix import replay, summary, trace_from
+
+    num_blocks, block_size, ops = trace_from(spec)
+    steps = replay(cls(num_blocks, block_size), ops)
+    saved = save_file(json.dumps(steps).encode(), spec, LAB_NAME, ".json")
+    return {**summary(ops, steps, block_size), **saved}
+
+
+def _sampling(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's speculative sampling pickled by value and saved: the grader runs it in a student process
+    against a target it serves and counts, with uniform draws it draws itself (nothing is run here)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
 WRITTEN = {
     "15.2": (Written("15.Q1", "For the 8 requests your paged cache held 1.11 times the bytes their tokens need, a "
                      "contiguous one 2.03 times; for 4 samples of one 40-token prompt the paged cache held less "
@@ -166,6 +194,76 @@ WRITTEN = {
 points came out of their task's exported answer."""
 
 
+TASKS = (
+    Task(
+        id="15.1", title="A BPE tokenizer", answer_points=2,
+        answer="{'first_merges', 'merges', 'tokens', 'bytes_per_token', 'roundtrip', 'unseen'} of "
+               "BPETokenizer.train(course_text(), 256)",
+        keys=("first_merges", "merges", "tokens", "bytes_per_token", "roundtrip", "unseen"), tolerance=RATIO,
+        function="BPETokenizer", run_case=_bpe, checks=CHECKS["15.1"],
+        hidden_points=9,
+    ),
+    Task(
+        id="15.2", title="KV bytes per request in contiguous and paged caches", answer_points=1, written=WRITTEN["15.2"],
+        answer="{'kv_bytes_byte_level', 'kv_bytes_bpe', 'footprint', 'footprint_shared'} (bytes)",
+        keys=("kv_bytes_byte_level", "kv_bytes_bpe", "footprint", "footprint_shared"),
+        function="footprint", run_case=_footprint, checks=CHECKS["15.2"],
+        hidden_points=6,
+    ),
+    Task(
+        id="15.3", title="A paged KV-cache allocator", answer_points=3,
+        answer="{'free', 'copies', 'raised', 'peak_blocks'} of the notebook's parallel-sampling trace",
+        keys=("free", "copies", "raised", "peak_blocks"),
+        function="PagedAllocator", run_case=_allocator, grader_check=f"{JUDGE}:check_allocator",
+        checks=CHECKS["15.3"],
+        hidden_points=12,
+    ),
+    Task(
+        id="15.4", title="Attention over a paged cache", answer_points=2,
+        answer="{'tokens', 'equal_to_uncached', 'blocks', 'logits_close'} of TinyGPT decoded with a paged cache",
+        keys=("tokens", "equal_to_uncached", "blocks", "logits_close"), tolerance=ATTENTION,
+        function="paged_attention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
+        checks=CHECKS["15.4"],
+        hidden_points=9,
+    ),
+    Task(
+        id="15.5", title="A continuous-batching scheduler", answer_points=3,
+        answer="{'summary': run.summary() of the notebook's trace, 'throughput_by_max_running': {str(b): tokens/s}}",
+        keys=("summary", "throughput_by_max_running"), tolerance=RATIO,
+        function="schedule", run_case=_schedule, grader_check=f"{JUDGE}:check_schedule", checks=CHECKS["15.5"],
+        hidden_points=12,
+    ),
+    Task(
+        id="15.6", title="Greedy speculative decoding", answer_points=1, written=WRITTEN["15.6"],
+        answer="{'tokens', 'target_calls', 'accepted', 'calls_by_sigma'} of the notebook's runs",
+        keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
+        function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative", judged=("function",),
+        checks=CHECKS["15.6"],
+        hidden_points=12,
+    ),
+    Task(
+        id="15.7", title="A prefix cache", answer_points=3, since=3,
+        answer="{'reused', 'computed', 'hit_rate', 'evictions', 'hit_rate_by_blocks'} of the notebook's request trace",
+        keys=("reused", "computed", "hit_rate", "evictions", "hit_rate_by_blocks"), tolerance=RATIO,
+        function="PrefixCache", run_case=_prefix, grader_check=f"{JUDGE}:check_prefix", checks=CHECKS["15.7"],
+        hidden_points=8,
+    ),
+    Task(
+        id="15.8", title="Speculative sampling", answer_points=3, since=3,
+        answer="{'tokens', 'target_calls', 'accepted', 'draws', 'first_token_tv', 'tokens_per_call'} of the notebook's "
+               "sampled runs",
+        keys=("tokens", "target_calls", "accepted", "draws", "first_token_tv", "tokens_per_call"), tolerance=RATIO,
+        function="speculative_sample", run_case=_sampling, grader_check=f"{JUDGE}:check_sampling",
+        judged=("function",), checks=CHECKS["15.8"],
+        hidden_points=8,
+    ),
+)
+"""The tasks of the current release (3), in notebook order."""
+
+BEFORE_3 = {"15.1": (3, 12), "15.3": (4, 16), "15.4": (3, 12), "15.5": (4, 16), "15.6": (1, 16)}
+"""Task id -> (answer points, hidden points) as releases 1 and 2 declared them: release 3's tasks 15.7 and 15.8 took
+their points from these tasks, each hidden case keeping its share (``Lab.with_cases``)."""
+
 LAB = Lab(
     name=LAB_NAME,
     title="Serving a language model",
@@ -180,53 +278,17 @@ LAB = Lab(
                 "hand: why a paged KV cache wastes less memory than a contiguous one, and when speculative "
                 "decoding pays; their points came from the two tasks' exported answers.",
                 marker="(written, 3 points of task 15.2, marked by hand)"),
+        Release(3, "2026-12-02", "Two new tasks: 15.7, a prefix cache (full blocks named by a hash chained from "
+                "their parent's, reused by every request that shares their prefix, evicted least recently used first), "
+                "and 15.8, speculative sampling (accept a drafted token with probability min(1, p / q), else sample "
+                "from max(0, p - q)), graded on uniform draws the grader serves and on the distribution of the tokens. "
+                "Their 22 points come from tasks 15.1 (4), 15.3 (5), 15.4 (4), 15.5 (5) and 15.6 (4); a notebook of "
+                "an earlier release is graded as it was. The handout also states what earlier ones left open: the "
+                "order of preemptions in one iteration (15.5), the shape of each step's logits and who allocates a "
+                "table's blocks (15.4), the acceptance rate and the positions the target checks (15.6).",
+                marker="A prefix cache names each full block by a hash of its parent's name and its own tokens",
+                previous=tuple(replace(task, answer_points=BEFORE_3[task.id][0], hidden_points=BEFORE_3[task.id][1])
+                               for task in TASKS if task.id in BEFORE_3)),
     ),
-    tasks=(
-        Task(
-            id="15.1", title="A BPE tokenizer", answer_points=3,
-            answer="{'first_merges', 'merges', 'tokens', 'bytes_per_token', 'roundtrip', 'unseen'} of "
-                   "BPETokenizer.train(course_text(), 256)",
-            keys=("first_merges", "merges", "tokens", "bytes_per_token", "roundtrip", "unseen"), tolerance=RATIO,
-            function="BPETokenizer", run_case=_bpe, checks=CHECKS["15.1"],
-            hidden_points=12,
-        ),
-        Task(
-            id="15.2", title="KV bytes per request in contiguous and paged caches", answer_points=1, written=WRITTEN["15.2"],
-            answer="{'kv_bytes_byte_level', 'kv_bytes_bpe', 'footprint', 'footprint_shared'} (bytes)",
-            keys=("kv_bytes_byte_level", "kv_bytes_bpe", "footprint", "footprint_shared"),
-            function="footprint", run_case=_footprint, checks=CHECKS["15.2"],
-            hidden_points=6,
-        ),
-        Task(
-            id="15.3", title="A paged KV-cache allocator", answer_points=4,
-            answer="{'free', 'copies', 'raised', 'peak_blocks'} of the notebook's parallel-sampling trace",
-            keys=("free", "copies", "raised", "peak_blocks"),
-            function="PagedAllocator", run_case=_allocator, grader_check=f"{JUDGE}:check_allocator",
-            checks=CHECKS["15.3"],
-            hidden_points=16,
-        ),
-        Task(
-            id="15.4", title="Attention over a paged cache", answer_points=3,
-            answer="{'tokens', 'equal_to_uncached', 'blocks', 'logits_close'} of TinyGPT decoded with a paged cache",
-            keys=("tokens", "equal_to_uncached", "blocks", "logits_close"), tolerance=ATTENTION,
-            function="paged_attention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
-            checks=CHECKS["15.4"],
-            hidden_points=12,
-        ),
-        Task(
-            id="15.5", title="A continuous-batching scheduler", answer_points=4,
-            answer="{'summary': run.summary() of the notebook's trace, 'throughput_by_max_running': {str(b): tokens/s}}",
-            keys=("summary", "throughput_by_max_running"), tolerance=RATIO,
-            function="schedule", run_case=_schedule, grader_check=f"{JUDGE}:check_schedule", checks=CHECKS["15.5"],
-            hidden_points=16,
-        ),
-        Task(
-            id="15.6", title="Greedy speculative decoding", answer_points=1, written=WRITTEN["15.6"],
-            answer="{'tokens', 'target_calls', 'accepted', 'calls_by_sigma'} of the notebook's runs",
-            keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
-            function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative", judged=("function",),
-            checks=CHECKS["15.6"],
-            hidden_points=16,
-        ),
-    ),
+    tasks=TASKS,
 )
