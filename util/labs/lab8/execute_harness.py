@@ -9,7 +9,9 @@ pool. This module is the course's code in that process:
 
 1. it builds the graph, its inputs, the weights, the shapes, the plan and a pool of NaN bytes, touches every
    page, and warms numpy and its BLAS up on the graph's own matrix products, keeping the scratch arrays (course
-   code: no student code has run), so the process's peak memory is what it holds;
+   code: no student code has run), so the process's peak memory is what it holds, and settles the heap
+   (:func:`util.judging.heap.settle`: what the set-up freed is neither resident nor reusable, so what student code
+   allocates lands on new pages, packed);
    then the process may start no other process (:func:`util.student_process.no_processes`), so its memory is
    all the student's code can use, and it says it is ready;
 2. the grader restarts the peak (a root grader; another reads the peak as it stands), the judge sends the
@@ -20,8 +22,6 @@ pool. This module is the course's code in that process:
    counts.
 """
 from __future__ import annotations
-
-import gc
 
 import numpy as np
 
@@ -61,12 +61,9 @@ def serve(channel: Channel) -> None:
     true}`` + the pickled ``execute``: unpickle it and run it once inside the plan, answer ``{"done": true}`` or
     ``{"raised": message}``; then ``{"report": true}``: answer ``{"buffer": i}`` + the bytes of buffer ``i`` of the
     pool, for each, then ``{"offsets": [byte offset of each node output in its buffer, -1 when not there]}``."""
-    import ctypes
-
     import cloudpickle
 
-    trim = ctypes.CDLL(None).malloc_trim
-
+    from util.judging import heap
     from util.labs.lab8.graphs import graph, random_feeds
     from util.labs.lab8.harness import load_weights, make_pool, offset_in
     from util.labs.lab8.plans import course_plan, course_shapes
@@ -84,8 +81,7 @@ def serve(channel: Channel) -> None:
         kept = _warm_up(model, shapes)
         order = [name for node in model.graph.node for name in node.output]
         no_processes()
-        gc.collect()
-        trim(0)  # what the set-up freed goes back: the peak starts from what is held
+        heap.settle()  # what the set-up freed is neither resident nor reusable: what execute allocates is new pages
         channel.send({"ready": True})
         header, pickled, _ = channel.receive()
     except ChannelError:
