@@ -107,6 +107,24 @@ def cluster(tmp_path_factory):
             yield local.scheduler_address, client, lab
 
 
+def _steady_workers(client, count: int = 2, timeout: float = 120.0) -> list[str]:
+    """The addresses of ``count`` workers that answer, once the nanny has brought back those an earlier test killed:
+    the scheduler may still list a worker whose process died, and a call to it fails (``CommClosedError``)."""
+    deadline, last = time.monotonic() + timeout, None
+    while True:
+        try:
+            client.wait_for_workers(count, timeout=max(1.0, deadline - time.monotonic()))
+            workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+            answered = client.run(os.getpid, workers=workers)
+            if len(workers) == count and sorted(answered) == workers:
+                return workers
+        except OSError as error:  # a worker gone between the listing and the call; its nanny restarts it
+            last = error
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster did not settle on {count} answering workers ({last})")
+        time.sleep(0.5)
+
+
 def _kill_on_sight(client, wanted: dict[str, int], stop: threading.Event, killed: list[str]) -> None:
     """SIGKILL the worker process grading a submission whose name is in ``wanted``, once per attempt,
     as many times as ``wanted`` says."""
@@ -155,8 +173,7 @@ def test_a_worker_with_stale_references_is_refused(cluster, tmp_path, capsys):
     (stale / "lab900.json").write_text(json.dumps({**REFERENCES, "answers": {"900.1": 41, "900.2": 43}}))
     digests = [hashlib.sha256(p.read_bytes()).hexdigest()[:12]
                for p in (stale / "lab900.json", Path(os.environ[REFERENCE_ENV]) / "lab900.json")]
-    client.wait_for_workers(2, timeout=120)  # the workers killed by the test before are back
-    first, second = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    first, second = _steady_workers(client)  # the workers killed by the test before are back, and answer
     before = client.run(lambda dask_worker: dask_worker.state.executed_count)
     client.run(lambda: os.environ.__setitem__(REFERENCE_ENV, str(stale)), workers=[first])
     # what Dask's nanny sets for its workers (an earlier grading on a worker of this module's cluster undid it)

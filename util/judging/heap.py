@@ -1,8 +1,8 @@
 """A student process's heap made ready for a peak-memory measurement: what was freed is neither resident nor
 reusable, so what student code allocates next lands on fresh pages, packed.
 
-A judge that charges student code with the growth of its process's peak resident memory (lab 8's re-run of
-``execute``) first lets the course's set-up free what it no longer needs. Two ways of doing that measure wrong:
+A judge that charges student code with the growth of its process's peak resident memory (a re-run of a
+student's function inside a memory plan) first lets the course's set-up free what it no longer needs. Two ways of doing that measure wrong:
 
 * keep the freed memory resident: student code reuses it unseen (a temporary of the size of what the set-up
   freed costs nothing);
@@ -10,7 +10,7 @@ A judge that charges student code with the growth of its process's peak resident
   but keeps the chunks for later allocations, so the heap is full of holes. The first small objects student code
   allocates (unpickling a function, a dictionary, a few strings) are scattered over those holes and fault in a
   whole page each: a few tens of KiB allocated grew the process by 896 KiB, and by how much depended on what the
-  set-up happened to free (adding a lab elsewhere in the course changed it).
+  set-up happened to free (adding a task elsewhere in the course changed it).
 
 :func:`settle` does both halves of the right thing: it gives the free pages back, then takes every free chunk of
 the heap itself (allocated and never touched, so it costs no resident memory) and keeps it until the process
