@@ -283,3 +283,40 @@ def test_a_withheld_data_set_reads_as_empty_in_the_sandbox(tmp_path):
                                                                                 *map(str, files)],
                               capture_output=True, text=True, timeout=60)
         assert [int(n) for n in done.stdout.split()] == expect, done.stderr
+
+
+@pytest.mark.parametrize("withholding", [False, True])
+def test_a_model_exported_while_a_withholding_sandbox_runs_is_not_there(tmp_path, monkeypatch, withholding):
+    """Where a judge withholds data, the export caches are shown as they stood when the sandbox was made: a model
+    trained on the digits that another grader exports into a cold cache mid-run is not readable there (it was,
+    and the judge then refused to grade), and what was there stays readable. The control, withholding nothing,
+    sees the cache live."""
+    import subprocess
+    import sys
+
+    from util import export_cache
+    from util.data import WITHHELD
+
+    if not confinement.available():
+        pytest.skip("bubblewrap is not usable here; .ci/run installs it")
+    box = tmp_path / "box"  # the sandbox's scratch folder; the caches lie beside it, as they do beside a grading's
+    for name in (".tmp", ".shm"):
+        (box / name).mkdir(parents=True)
+    for kind, variable in export_cache.KINDS.items():
+        (tmp_path / "cache" / kind).mkdir(parents=True)
+        monkeypatch.setenv(variable, str(tmp_path / "cache" / kind))
+    folder = tmp_path / "cache" / "torchscript"
+    (folder / "lab9_model.pt").write_bytes(b"x" * 100)
+    late = folder / "lab12_digits_cnn.pt"
+    code = ("import os, sys\nprint(int(os.path.exists(sys.argv[1])), flush=True)\nsys.stdin.readline()\n"
+            "print(int(os.path.exists(sys.argv[2])), flush=True)")
+    withhold = tuple(WITHHELD["digits"]()) if withholding else ()
+    with subprocess.Popen(sandbox.bwrap_args(box, withhold=withhold)
+                          + [sys.executable, "-c", code, str(folder / "lab9_model.pt"), str(late)],
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout.readline().strip() == "1"  # what the cache held at the start
+        late.write_bytes(b"y" * 100)  # exported while the process runs
+        process.stdin.write("\n")
+        process.stdin.flush()
+        assert process.stdout.readline().strip() == ("0" if withholding else "1")
+        assert process.wait(timeout=60) == 0

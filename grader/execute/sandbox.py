@@ -148,7 +148,9 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     shown file by file from an allowlist (:func:`util.labs.shown_files`): sources and data, never a lab's
     grader-only files (hidden cases, judges, mistakes), their bytecode or any other derived file, except
     those in ``reveal`` (a judge process: its own lab's judges and cases). ``withhold``: files that cannot be
-    read there (a data set a student process is evaluated on).
+    read there (a data set a student process is evaluated on); with any, the export caches are shown as they
+    stand when the sandbox is made, so a file exported into them later (a model trained on withheld data) is not
+    there either.
     """
     args = ["bwrap", "--die-with-parent", "--new-session", "--unshare-ipc", "--unshare-pid", "--unshare-net",
             "--unshare-uts", "--unshare-cgroup-try",
@@ -169,8 +171,17 @@ def bwrap_args(scratch: Path, *, readable: tuple[Path, ...] = (), writable: bool
     scratch = scratch.resolve()
     args += ["--bind", str(scratch / ".tmp"), "/tmp"]  # first: what is shown below may itself lie in /tmp
     made: set[Path] = set()
+    # where data is withheld, the export caches are shown as they stand now, file by file: a model the course
+    # exports on the digits while the process runs (another grader filling a cold cache) must not appear there
+    frozen = [folder.resolve() for folder in export_cache.shared_dirs()] if withhold else []
     for path in readable_paths(readable):
-        args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+        if path.resolve() not in frozen:
+            args += _parents(path, made) + ["--ro-bind", str(path), str(path)]
+    for folder in frozen:
+        args += _parents(folder, made) + ["--perms", "0755", "--tmpfs", str(folder)]
+        for entry in sorted(folder.iterdir()):
+            args += ["--ro-bind", str(entry), str(entry)]
+        args += ["--remount-ro", str(folder)]
     for root in labs.shown_roots():  # an allowlist: what is not a source students hold is not there at all
         root = root.resolve()
         args += _parents(root, made) + ["--perms", "0755", "--tmpfs", str(root)]
