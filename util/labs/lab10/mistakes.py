@@ -16,6 +16,10 @@ MISTAKES = (
         ),
         expected_failures={"10.5": (ANSWER, "GQA, batch of 2", "MQA, untied head", "a one-token prompt",
                                     "3 layers, d=96")},
+        variants=(
+            (("positions = torch.arange(past, past + ids.shape[1])",
+              "positions = torch.arange(past, past + ids.shape[1]) - past"),),
+        ),
     ),
     Mistake(
         name="kv_bytes_with_n_head",
@@ -28,6 +32,10 @@ MISTAKES = (
         expected_failures={"10.3": ("GQA and MQA TinyGPTs, batches and dtypes",
                                     "GPT-2 small at T=1024 in float16: MHA, GQA-4, MQA"),
                            "10.4": (ANSWER, "MQA decode and prefill")},
+        variants=(
+            (("return 2 * cfg.n_layer * cfg.kv_heads * cfg.head_dim * T * batch * element",
+              "return 2 * cfg.n_layer * cfg.d_model * T * batch * element"),),
+        ),
     ),
     Mistake(
         name="tied_head_counted_twice",
@@ -39,6 +47,10 @@ MISTAKES = (
         ),
         expected_failures={"10.1": (ANSWER, "MQA, d=96, 3 layers, vocabulary 1000", "GPT-2 small, by part"),
                            "10.4": (ANSWER, "decode at batch 8", "MQA decode and prefill", "GPT-2 small in float16")},
+        variants=(
+            (('"embedding": vocab * d + cfg.n_positions * d,',
+              '"embedding": (2 if cfg.tied else 1) * vocab * d + cfg.n_positions * d,'),),
+        ),
     ),
     Mistake(
         name="causal_halving",
@@ -52,6 +64,10 @@ MISTAKES = (
         expected_failures={"10.2": (ANSWER, "GQA, prefill and decode", "MQA, chunked prefill over a cache, batch 2",
                                     "logits of the last position only"),
                            "10.4": (ANSWER, "MQA decode and prefill", "GPT-2 small in float16")},
+        variants=(
+            (("attention = cfg.n_layer * 2 * cfg.n_head * L * (past + L) * cfg.head_dim",
+              "attention = cfg.n_layer * cfg.n_head * (2 * L * past + L * (L + 1)) * cfg.head_dim"),),
+        ),
     ),
     Mistake(
         name="default_opset",
@@ -62,5 +78,8 @@ MISTAKES = (
             ("dynamo=False, opset_version=17,", "dynamo=False,"),
         ),
         expected_failures={"10.6": (ANSWER, "MQA", "3 layers, d=96, GQA")},
+        variants=(
+            (("dynamo=False, opset_version=17,", "dynamo=False, opset_version=20,"),),
+        ),
     ),
 )

@@ -24,6 +24,10 @@ MISTAKES = (
                        'return machine["peak_gflops"] / machine["bandwidth_gbs"]  # GFLOP/s over GB/s'),),
         expected_failures={"11.2": (ANSWER, "ResNet-18 @2x3x64x64", "MLP @16x784"),
                            "11.6": (ANSWER, "first Linear of the MLP")},
+        variants=(
+            (('return machine["peak_gflops"] / (2 * machine["bandwidth_gbs"])',
+              'return 1e9 * machine["peak_gflops"] / (1e9 * machine["bandwidth_gbs"])'),),
+        ),
     ),
     Mistake(
         name="weights_left_out_of_bytes",
@@ -34,6 +38,10 @@ MISTAKES = (
         expected_failures={"11.2": (ANSWER, "MobileNetV2 @1x3x64x64", "ResNet-18 @2x3x64x64", "MLP @16x784"),
                            "11.4": (ANSWER,), "11.5": (ANSWER,),
                            "11.6": (ANSWER, "first Linear of the MLP")},
+        variants=(
+            (("return 4 * (x.numel() + sum(p.numel() for p in module.parameters()) + output.numel())",
+              "return x.element_size() * x.numel() + output.element_size() * output.numel()"),),
+        ),
     ),
     Mistake(
         name="one_cold_timing",
@@ -58,5 +66,9 @@ MISTAKES = (
                     "model's nodes.",
         replacements=(("    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED\n", ""),),
         expected_failures={"11.3": (ANSWER, "ort_profile: MobileNetV2 @1x3x64x64, the nodes timed")},
+        variants=(
+            (("    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED\n",
+              "    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL\n"),),
+        ),
     ),
 )

@@ -17,6 +17,10 @@ MISTAKES = (
         replacements=(("grads[node.name] = grads[node.name] + g if node.name in grads else g",
                        "grads[node.name] = g"),),
         expected_failures={"12.1": ("residual MLP (a tensor read twice)", "one weight used by two layers")},
+        variants=(
+            (("grads[node.name] = grads[node.name] + g if node.name in grads else g",
+              "grads.update({node.name: g})"),),
+        ),
     ),
     Mistake(
         name="saved_per_tensor",
@@ -37,6 +41,9 @@ MISTAKES = (
         replacements=(('{"sgd": 0, "momentum": 1, "adam": 2}[optimizer]', '{"sgd": 0, "momentum": 1, "adam": 1}[optimizer]'),),
         expected_failures={"12.2": (ANSWER, "DigitsCNN at batch 16 (BatchNorm in train mode), Adam",
                                     "a weight two layers share, Adam")},
+        variants=(
+            (('{"sgd": 0, "momentum": 1, "adam": 2}[optimizer]', '(0 if optimizer == "sgd" else 1)'),),
+        ),
     ),
     Mistake(
         name="segment_inputs_not_charged",
@@ -46,5 +53,8 @@ MISTAKES = (
         replacements=(("if kept + local > budget:", "if local > budget:"),),
         expected_failures={"12.4": (ANSWER, "a budget below every plan's peak: ValueError",
                                     "wide and narrow blocks in turn", "30 blocks of mixed widths")},
+        variants=(
+            (("if kept + local > budget:", "if max(local, 0) > budget:"),),
+        ),
     ),
 )

@@ -15,6 +15,10 @@ MISTAKES = (
                     "not show it.",
         replacements=(("reshape(-1, model.side ** 2)[keep].flatten()", "reshape(-1, model.side ** 2)[:len(keep)].flatten()"),),
         expected_failures={"16.2": ("the last block, before the Linear layers", "every block of a DigitsCNN")},
+        variants=(
+            (("reshape(-1, model.side ** 2)[keep].flatten()",
+              "reshape(-1, model.side ** 2)[torch.arange(len(keep))].flatten()"),),
+        ),
     ),
     Mistake(
         name="two_four_per_row",
@@ -41,6 +45,9 @@ MISTAKES = (
         replacements=(("F.log_softmax(student_logits / T, dim=1)", "F.log_softmax(student_logits, dim=1)"),),
         expected_failures={"16.5": (ANSWER, "T=4, alpha=0.9, half the rows labeled", "no row labeled, T=8",
                                     "every row labeled, T=2, alpha=0.25")},
+        variants=(
+            (("F.log_softmax(student_logits / T, dim=1)", "torch.log_softmax(student_logits, 1)"),),
+        ),
     ),
     Mistake(
         name="lora_base_left_trainable",
@@ -48,5 +55,8 @@ MISTAKES = (
                     "gradients and Adam's two moments (21,346 trainable parameters instead of 2,088).",
         replacements=(("    model.requires_grad_(False)\n", ""),),
         expected_failures={"16.6": (ANSWER, "a hidden layer and the output layer, r=4", "a DigitsCNN's fc, r=2, alpha=16")},
+        variants=(
+            (("    model.requires_grad_(False)\n", "    model.requires_grad_(True)\n"),),
+        ),
     ),
 )

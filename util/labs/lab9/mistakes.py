@@ -21,6 +21,10 @@ MISTAKES = (
              "    x = x - zx   # padded with the integer 0\n"),
         ),
         expected_failures={"9.3": (ANSWER, INTEGER_CASES[0], INTEGER_CASES[1], INTEGER_CASES[4]), "9.5": (ANSWER,)},
+        variants=(
+            (("    x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))\n",
+              "    x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)), constant_values=-zx)\n"),),
+        ),
     ),
     Mistake(
         name="floor_in_the_shift",
@@ -28,6 +32,10 @@ MISTAKES = (
         replacements=(("scaled = (acc * M0 + (np.int64(1) << (shift - 1))) >> shift",
                        "scaled = (acc * M0) >> shift   # floors"),),
         expected_failures={"9.3": (ANSWER, *INTEGER_CASES)},
+        variants=(
+            (("scaled = (acc * M0 + (np.int64(1) << (shift - 1))) >> shift",
+              "scaled = np.floor_divide(acc * M0, np.int64(1) << shift)"),),
+        ),
     ),
     Mistake(
         name="int32_product",
@@ -37,6 +45,10 @@ MISTAKES = (
                        "scaled = ((acc.astype(np.int32) * M0.astype(np.int32)).astype(np.int64)\n"
                        "              + (np.int64(1) << (shift - 1))) >> shift"),),
         expected_failures={"9.3": (ANSWER, *INTEGER_CASES), "9.5": (ANSWER,)},
+        variants=(
+            (("scaled = (acc * M0 + (np.int64(1) << (shift - 1))) >> shift",
+              "scaled = ((acc * M0).astype(np.int32).astype(np.int64) + (np.int64(1) << (shift - 1))) >> shift"),),
+        ),
     ),
     Mistake(
         name="m0_in_int32",
@@ -53,6 +65,9 @@ MISTAKES = (
         replacements=(("        lo = np.minimum(x.min(axis=reduce), 0.0)\n        hi = np.maximum(x.max(axis=reduce), 0.0)\n",
                        "        lo = x.min(axis=reduce)\n        hi = x.max(axis=reduce)\n"),),
         expected_failures={"9.1": ("an all-positive activation, 8-bit asymmetric",)},
+        variants=(
+            (("        lo = np.minimum(x.min(axis=reduce), 0.0)\n", "        lo = x.min(axis=reduce)\n"),),
+        ),
     ),
     Mistake(
         name="percentile_per_batch",
