@@ -192,7 +192,7 @@ def test_on_the_class_server_hand_in_runs_handin_for_the_lab_and_answers_its_rec
 
 PANEL_STATE = """
 const app = window.jupyterapp, widget = app && app.shell.currentWidget;
-const rows = Array.from(document.querySelectorAll('#course-panel tr[data-task]'));
+const rows = Array.from(document.querySelectorAll('#course-panel [data-task]'));
 return {kernel: widget && widget.sessionContext && widget.sessionContext.session && widget.sessionContext.session.kernel
                 ? widget.sessionContext.session.kernel.status : null,
         tasks: rows.map((r) => [r.dataset.task, r.dataset.status, r.querySelector('button').textContent]),
@@ -216,7 +216,7 @@ def _task(state: dict, task: str) -> tuple[str, str]:
 
 
 def _check_from_the_panel(browser, task: str) -> dict:
-    browser.script(f"document.querySelector('#course-panel tr[data-task=\"{task}\"] button').click();")
+    browser.script(f"document.querySelector('#course-panel [data-task=\"{task}\"] button').click();")
     _wait(browser, lambda s: _task(s, task)[1] == "checking...", 30, "the check button did not start a check")
     return _wait(browser, lambda s: _task(s, task)[1] == "Check", CHECK_TIMEOUT, f"task {task}'s check did not end")
 

@@ -212,38 +212,31 @@ class CoursePanel extends Widget {
     if (this.message) {
       root.appendChild(element('p', this.message, 'jp-CoursePanel-error'));
     }
-    const table = element('table', '', 'jp-CoursePanel-tasks');
+    const list = element('div', '', 'jp-CoursePanel-tasks');
     for (const task of state.tasks) {
-      const row = element('tr', '', `jp-CoursePanel-task jp-mod-${task.status.replace(/ /g, '-')}`);
+      const row = element('div', '', `jp-CoursePanel-task jp-mod-${task.status.replace(/ /g, '-')}`);
       row.dataset.task = task.id;
       row.dataset.status = task.status;
-      row.appendChild(element('td', task.id));
-      row.appendChild(element('td', task.title));
-      row.appendChild(element('td', `${points(task.points)} pts`));
-      const label = task.check && task.check.status !== 'error'
-        ? `${task.status} (${task.check.passed}/${task.check.checks})` : task.status;
-      row.appendChild(element('td', label + (task.stale ? ', saved since' : ''), 'jp-CoursePanel-status'));
-      const cell = element('td');
+      row.appendChild(element('div', `${task.id} ${task.title} (${points(task.points)} pts)`, 'jp-CoursePanel-title'));
+      const line = element('div', '', 'jp-CoursePanel-line');
       const button = element('button', this.busy === task.id ? 'checking...' : 'Check', 'jp-CoursePanel-check') as HTMLButtonElement;
       button.disabled = this.busy !== '';
       button.title = `Run the public checks of task ${task.id} on the saved notebook`;
       button.onclick = () => void this.check(task.id);
-      cell.appendChild(button);
-      row.appendChild(cell);
-      table.appendChild(row);
+      line.appendChild(button);
+      const label = task.check && task.check.status !== 'error'
+        ? `${task.status} (${task.check.passed}/${task.check.checks} checks)` : task.status;
+      line.appendChild(element('span', label + (task.stale ? ', saved since' : ''), 'jp-CoursePanel-status'));
+      row.appendChild(line);
       if (task.check) {
         const details = element('details', '', 'jp-CoursePanel-report');
-        details.appendChild(element('summary', `report of task ${task.id}`));
+        details.appendChild(element('summary', 'report'));
         details.appendChild(element('pre', task.check.report));
-        const holder = element('tr');
-        const wide = element('td');
-        (wide as HTMLTableCellElement).colSpan = 5;
-        wide.appendChild(details);
-        holder.appendChild(wide);
-        table.appendChild(holder);
+        row.appendChild(details);
       }
+      list.appendChild(row);
     }
-    root.appendChild(table);
+    root.appendChild(list);
     if (state.written.length) {
       root.appendChild(element('h3', 'Written answers (marked by a TA)'));
       const list = element('ul', '', 'jp-CoursePanel-written');
