@@ -66,6 +66,10 @@ def test_install_puts_the_built_extension_and_the_server_config_where_jupyter_lo
     pinned = {**source["dependencies"], **source["devDependencies"]}
     assert pinned and all(v[0].isdigit() for v in pinned.values()), pinned  # exact versions, no ^ or ~
     assert (REPO / "grader" / "panel" / "frontend" / "yarn.lock").is_file()
+    # the build copies the source's package.json and adds its _build: another one means it was not rebuilt
+    assert {**built, "jupyterlab": {k: v for k, v in built["jupyterlab"].items() if k != "_build"}} == source
+    assert sorted(p.name for p in (extension / "static").iterdir() if p.name.startswith("remoteEntry.")) == \
+        [Path(built["jupyterlab"]["_build"]["load"]).name]  # no stale bundle of an earlier build left beside it
 
 
 def test_the_students_copy_and_image_take_the_built_extension_not_its_build_inputs():
