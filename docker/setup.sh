@@ -31,4 +31,6 @@ if [ -n "$ONLY_REQUIREMENTS" ]; then
     exit 0
 fi
 "$VENV/bin/python" -m pip install --progress-bar off -r requirements.txt -e .
+# the course panel in JupyterLab: its prebuilt extension and its server extension, into the environment
+"$VENV/bin/python" -m grader.panel.install "$VENV"
 "$VENV/bin/python" -c "import torch, torchvision, onnxruntime, util, grader; print('set up:', 'torch', torch.__version__, '| CUDA available:', torch.cuda.is_available())"

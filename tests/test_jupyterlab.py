@@ -46,8 +46,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _request(url: str, token: str | None = None, method: str = "GET", body: dict | None = None):
-    """(status, headers, parsed JSON or text); never follows redirects."""
+def _request(url: str, token: str | None = None, method: str = "GET", body: dict | None = None, timeout: float = 30):
+    """(status, headers, parsed JSON or text); never follows redirects; ``timeout``: seconds for the answer."""
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
             return None
@@ -57,7 +57,7 @@ def _request(url: str, token: str | None = None, method: str = "GET", body: dict
     if token:
         req.add_header("Authorization", f"token {token}")
     try:
-        with urllib.request.build_opener(NoRedirect).open(req, timeout=30) as resp:
+        with urllib.request.build_opener(NoRedirect).open(req, timeout=timeout) as resp:
             status, headers, raw = resp.status, resp.headers, resp.read()
     except urllib.error.HTTPError as err:
         status, headers, raw = err.code, err.headers, err.read()
