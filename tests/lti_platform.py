@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl, urlsplit
 from jwcrypto.jwk import JWK
 from lti1p3platform.exceptions import LineItemNotFoundException
 from lti1p3platform.ltiplatform import LTI1P3PlatformConfAbstract
+from lti1p3platform.message_launch import MessageLaunchAbstract
 from lti1p3platform.registration import Registration
 from lti1p3platform.request import Request, TRequest
 from lti1p3platform.score import UpdateScoreStatus
@@ -47,12 +48,26 @@ class Store:
     """A user id whose scores the platform refuses (403 notapplied), as an LMS does for a user not in the course."""
 
 
+class KeyedRegistration(Registration):
+    """lti1p3platform 0.1.8's registration, its key given an id: it derives the kid from a PEM, which has none, so
+    its id_tokens and JWKS would carry no ``kid``, and a tool looking keys up by kid (PyJWT's ``PyJWKClient``,
+    which ltiauthenticator uses) finds none. Real platforms send one."""
+
+    KID = "platform-key-1"
+
+    def get_kid(self) -> str:
+        return self.KID
+
+    def get_jwks(self) -> list[dict]:
+        return [{**key, "kid": self.KID} for key in super().get_jwks()]
+
+
 class Platform(LTI1P3PlatformConfAbstract):
     """The platform's configuration: its key pair and the tool's registration (the tool's public key pasted in)."""
 
     def init_platform_config(self, **kwargs: t.Any) -> None:
         key = JWK.generate(kty="RSA", size=2048)
-        self.registration = (Registration().set_iss(ISSUER).set_client_id(CLIENT_ID)
+        self.registration = (KeyedRegistration().set_iss(ISSUER).set_client_id(CLIENT_ID)
                              .set_deployment_id(DEPLOYMENT_ID)
                              .set_platform_private_key(key.export_to_pem(private_key=True, password=None).decode())
                              .set_platform_public_key(key.export_to_pem().decode())
@@ -61,6 +76,33 @@ class Platform(LTI1P3PlatformConfAbstract):
 
     def get_registration_by_params(self, **kwargs: t.Any) -> Registration:
         return self.registration
+
+
+class Launch(MessageLaunchAbstract):
+    """A resource-link launch of one user, made by lti1p3platform (its id_token signed with the platform's key)."""
+
+    def render_launch_form(self, launch_data, **kwargs):
+        return launch_data  # a browser would post it as a form: the test posts it itself
+
+
+def launch(platform: Platform, preflight: dict, user: str, *, lms_user_id: str, expires_in: int = 300,
+           sign_with: str | None = None) -> dict:
+    """The form a platform posts to the tool's launch URL (``launch_url``, ``id_token``, ``state``), answering the
+    tool's authentication request ``preflight`` for ``user``; ``sign_with`` (a PEM) signs with another key."""
+    message = Launch(HttpRequest({"get_data": preflight, "form_data": {}}), platform)
+    message.set_user_data(user, ["http://purl.imsglobal.org/vocab/lis/v2/membership#Learner"], full_name="A Student")
+    message.set_resource_link_claim("resource-link-1", title="Lab 1")
+    message.set_launch_context_claim("course-1", context_title="ML systems", context_label="MLS")
+    message.set_custom_parameters_claim({"lms_user_id": lms_user_id})
+    message.set_id_token_expiration(expires_in)
+    if sign_with:
+        real = platform.registration.get_platform_private_key()
+        platform.registration.set_platform_private_key(sign_with)
+        try:
+            return message.lti_launch()
+        finally:
+            platform.registration.set_platform_private_key(real)
+    return message.lti_launch()
 
 
 class HttpRequest(Request):
@@ -171,6 +213,8 @@ class Server:
             def _handle(self):
                 request = self._request()
                 path = request["path"].rstrip("/")
+                if path == "/jwks":
+                    return self._send(200, server.platform.get_jwks())
                 if path == "/token" and self.command == "POST":
                     try:
                         token = server.platform.get_access_token(request["form_data"])

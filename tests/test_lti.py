@@ -213,13 +213,14 @@ def test_the_tool_configuration_for_canvas_and_moodle_carries_the_tools_public_k
     assert canvas["public_jwk"] == key.public_jwk() and canvas["public_jwk"]["kid"] == key.kid
     assert "d" not in canvas["public_jwk"]  # the public half only
     assert canvas["oidc_initiation_url"] == "https://hub.example.edu/hub/lti13/oauth_login"
-    assert canvas["target_link_uri"] == "https://hub.example.edu/hub/lti13/oauth_callback"
+    assert canvas["target_link_uri"] == "https://hub.example.edu/hub"
     assert canvas["scopes"] == ags.SCOPES and canvas["extensions"][0]["domain"] == "hub.example.edu"
     assert (out / "lti_key.json").stat().st_mode & 0o077 == 0
     assert cli.main(["lti", "config", "--out", str(out), "--url", "https://hub.example.edu", "--format", "moodle"]) == 0
     moodle = capsys.readouterr().out
     assert key.public_pem().strip() in moodle and "PRIVATE" not in moodle
     assert "Initiate login URL:\nhttps://hub.example.edu/hub/lti13/oauth_login\n" in moodle
+    assert "Redirection URI(s):\nhttps://hub.example.edu/hub/lti13/oauth_callback\n" in moodle
     assert tool_key(out) == key  # made once, kept
     assert tool_config.main(out=out, hub="hub.example.edu") == 2
     assert "expected the class server's address" in capsys.readouterr().err

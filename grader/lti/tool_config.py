@@ -6,8 +6,9 @@ JSON that Canvas's developer key takes (Admin > Developer Keys > + LTI Key > Met
 modules > External tool > Manage tools > configure a tool manually), one per line. Both carry the tool's public
 key, made the first time (``OUT/lti_key.json``, :mod:`grader.lti.registration`); the key's private half never
 leaves the class folder. The URLs are those the class server's LTI 1.3 login answers on
-(jupyterhub-ltiauthenticator 1.6.3's: ``/hub/lti13/oauth_login`` and ``/hub/lti13/oauth_callback``); grades
-need only the key, since the tool asks the LMS for its tokens.
+(jupyterhub-ltiauthenticator 1.6.3's: the login initiation ``/hub/lti13/oauth_login``, the redirect URI the
+launch is posted to ``/hub/lti13/oauth_callback``; the launch's target is the hub, ``/hub``). Grades need only
+the key, since the tool asks the LMS for its tokens.
 """
 from __future__ import annotations
 
@@ -24,10 +25,11 @@ TITLE = "ML systems lab course"
 
 
 def urls(hub: str) -> dict[str, str]:
-    """The class server's LTI 1.3 endpoints (jupyterhub-ltiauthenticator's), under the hub's address ``hub``."""
+    """The class server's LTI 1.3 endpoints (jupyterhub-ltiauthenticator's), under the hub's address ``hub``: the
+    login initiation, the redirect URI (where the platform posts the launch), the launch's target."""
     base = hub.rstrip("/")
-    return {"login": f"{base}/hub/lti13/oauth_login", "launch": f"{base}/hub/lti13/oauth_callback",
-            "config": f"{base}/hub/lti13/config"}
+    return {"login": f"{base}/hub/lti13/oauth_login", "redirect": f"{base}/hub/lti13/oauth_callback",
+            "launch": f"{base}/hub"}
 
 
 def canvas(hub: str, key: ToolKey, title: str = TITLE) -> dict:
@@ -58,7 +60,7 @@ def moodle(hub: str, key: ToolKey, title: str = TITLE) -> list[tuple[str, str]]:
     at = urls(hub)
     return [("Tool name", title), ("Tool URL", at["launch"]), ("LTI version", "LTI 1.3"),
             ("Public key type", "RSA key"), ("Public key", key.public_pem().strip()),
-            ("Initiate login URL", at["login"]), ("Redirection URI(s)", at["launch"]),
+            ("Initiate login URL", at["login"]), ("Redirection URI(s)", at["redirect"]),
             ("Custom parameters", "lms_user_id=$User.id\nsis_user_id=$Person.sourcedId"),
             ("Services > IMS LTI Assignment and Grade Services", "Use this service for grade sync and column "
              "management"),
