@@ -239,3 +239,12 @@ def test_a_line_item_deleted_at_the_lms_is_created_again_on_the_next_run(lms, ca
     assert "3 sent (0 pending marking), 0 unchanged" in capsys.readouterr().out
     assert _kept(platform) == {"lab900": {"101": (5, "FullyGraded"), "102": (10, "FullyGraded"),
                                           "103": (5, "FullyGraded")}}
+
+
+def test_a_lab_nobody_submitted_is_not_sent_without_its_maximum(lms, capsys):
+    out, platform = lms
+    assert _post(out, "--lab", "lab1") == 0
+    said = capsys.readouterr()
+    assert "0 sent (0 pending marking), 0 unchanged, 0 refused, 3 not sent" in said.out
+    assert "not sent: s001 lab1: no graded submission of this lab yet" in said.err
+    assert platform.store.items == {}

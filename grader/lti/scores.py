@@ -79,7 +79,10 @@ def plan(table: Table, user_id_column: str, *, unmarked: str = "pending",
         for lab in table.labs:
             row = chosen[lab]
             maximum = gradebook.number(table.maxima[lab])
-            if not user_id:
+            if not maximum:
+                skipped.append(Skipped(lab, student.student_id, "no graded submission of this lab yet, so its "
+                                       "maximum is not known: grade one first"))
+            elif not user_id:
                 skipped.append(Skipped(lab, student.student_id, f"no LMS user id: the roster's {user_id_column} "
                                        "column is empty for this student; fill it in"))
             elif row is None:
