@@ -1,9 +1,10 @@
 """LTI 1.3 launches into a real JupyterHub 6.1.1 with the course's roster login (``docker/hub/lti_login.py``).
 
 The platform is lti1p3platform 0.1.8 on the loopback (``tests/lti_platform.py``: its JWKS, and id_tokens it makes
-and signs); the hub is JupyterHub with jupyterhub-ltiauthenticator 1.6.3 and ``RosterLTI13Authenticator``, from
-the hub's pinned requirements, run with a proxy that routes nothing (the test talks to the hub's own port: no
-configurable-http-proxy, no Docker, no student's server). Each launch goes the OIDC way a browser would, done with
+and signs); the hub is JupyterHub from the hub's pinned requirements with ``beside(NativeAuthenticator)``:
+jupyterhub-ltiauthenticator 1.6.3's launches mapped to the roster by ``RosterLTI13Authenticator``, beside the
+roster's sign-up (whose login page stays the hub's), run with a proxy that routes nothing (the test talks to the
+hub's own port: no configurable-http-proxy, no Docker, no student's server). Each launch goes the OIDC way a browser would, done with
 ``requests``: the login initiation at the hub, its redirect to the platform's authorisation URL (state and nonce in
 cookies), the platform's form posted back to the hub's launch URL. A roster student signs in as their
 ``student_id``; a bad signature, an expired id_token and an LMS user the roster does not know are refused.
@@ -34,7 +35,8 @@ CONFIG = """
 import sys
 sys.path.insert(0, {hub_dir!r})
 from jupyterhub.proxy import Proxy
-from lti_login import RosterLTI13Authenticator
+from lti_login import beside
+from nativeauthenticator import NativeAuthenticator
 
 
 class NoProxy(Proxy):
@@ -58,7 +60,8 @@ c.JupyterHub.port = {public_port}
 c.JupyterHub.db_url = "sqlite:///{folder}/jupyterhub.sqlite"
 c.JupyterHub.cookie_secret_file = "{folder}/cookie_secret"
 c.JupyterHub.pid_file = "{folder}/hub.pid"
-c.JupyterHub.authenticator_class = RosterLTI13Authenticator
+c.JupyterHub.authenticator_class = beside(NativeAuthenticator)   # the roster's sign-up, and LTI launches
+c.NativeAuthenticator.open_signup = True
 c.RosterLTI13Authenticator.issuer = {issuer!r}
 c.RosterLTI13Authenticator.client_id = [{client_id!r}]
 c.RosterLTI13Authenticator.authorize_url = {platform!r} + "/authorize"
@@ -66,7 +69,7 @@ c.RosterLTI13Authenticator.jwks_endpoint = {platform!r} + "/jwks"
 c.RosterLTI13Authenticator.uri_scheme = "http"
 c.RosterLTI13Authenticator.roster = "{folder}/roster.csv"
 c.RosterLTI13Authenticator.user_id_column = "canvas_id"
-c.Authenticator.allow_all = True
+c.Authenticator.allowed_users = {{"s001", "s002"}}   # the roster's ids, as the class server's configuration has it
 """
 
 ROSTER = "student_id,name,canvas_id\ns001,Amy,101\ns002,Bob,102\n"
@@ -132,6 +135,17 @@ def _launch(hub_url: str, platform: Server, user: str, lms_user_id: str, **optio
     return browser.post(form.pop("launch_url"), data=form, allow_redirects=False, timeout=30)
 
 
+def _signed_in_as(hub_url: str, answer: requests.Response) -> str | None:
+    """The user the launch's answer signed the browser in as (the hub's login cookie), or ``None``."""
+    if "jupyterhub-hub-login" not in answer.cookies:
+        return None
+    home = requests.get(hub_url + "/hub/home", cookies=answer.cookies, allow_redirects=False, timeout=30)
+    assert home.status_code == 200, (home.status_code, home.text[-2000:])
+    names = [name for name in ("s001", "s002") if name in home.text]
+    assert len(names) == 1, names
+    return names[0]
+
+
 def _users(folder: Path) -> list[str]:
     import sqlite3
 
@@ -144,19 +158,25 @@ def test_a_roster_student_launched_from_the_lms_signs_in_as_their_student_id(hub
     answer = _launch(url, platform, "lms-opaque-id-amy", "101")
     assert answer.status_code == 302, answer.text[-2000:]
     assert answer.headers["Location"].startswith("/hub/")
-    assert "s001" in _users(folder)
-    home = requests.get(url + "/hub/home", cookies=answer.cookies, allow_redirects=False, timeout=30)
-    assert home.status_code == 200 and "s001" in home.text, (home.status_code, home.text[-2000:])
+    assert _signed_in_as(url, answer) == "s001"
+
+
+def test_the_hubs_login_page_stays_the_sign_up_s_and_the_lti_endpoints_are_added(hub):
+    url, platform, folder = hub
+    page = requests.get(url + "/hub/login", timeout=30)
+    assert page.status_code == 200 and 'name="password"' in page.text and "/hub/signup" in page.text
+    assert requests.get(url + "/hub/signup", timeout=30).status_code == 200
+    assert requests.get(url + "/hub/lti13/oauth_callback", timeout=30).status_code == 405  # launches are POSTs
 
 
 def test_an_lms_user_the_roster_does_not_know_is_refused_with_a_page_that_says_so(hub):
     url, platform, folder = hub
     answer = _launch(url, platform, "lms-opaque-id-eve", "999")
-    assert answer.status_code == 403
+    assert answer.status_code == 403 and _signed_in_as(url, answer) is None
     page = html.unescape(answer.text)
     assert "Your LMS account (user id 999) is not on this class's roster" in page, page[-2000:]
     assert "add your LMS user id to the roster's canvas_id column" in page
-    assert not any(name not in ("s001", "s002") for name in _users(folder))
+    assert _users(folder) == ["s001", "s002"]  # the roster's, made at the hub's start; no user for the stranger
 
 
 def test_a_launch_signed_with_another_key_is_refused(hub):
@@ -164,19 +184,20 @@ def test_a_launch_signed_with_another_key_is_refused(hub):
     other = JWK.generate(kty="RSA", size=2048).export_to_pem(private_key=True, password=None).decode()
     answer = _launch(url, platform, "lms-opaque-id-bob", "102", sign_with=other)
     assert answer.status_code == 400 and "Signature verification failed" in answer.text, answer.text[-2000:]
-    assert "s002" not in _users(folder)
+    assert _signed_in_as(url, answer) is None
 
 
 def test_an_expired_launch_is_refused(hub):
     url, platform, folder = hub
     answer = _launch(url, platform, "lms-opaque-id-bob", "102", expires_in=-120)
     assert answer.status_code == 400 and "Signature has expired" in answer.text, answer.text[-2000:]
-    assert "s002" not in _users(folder)
+    assert _signed_in_as(url, answer) is None
 
 
 def test_the_same_student_launched_again_is_the_same_user(hub):
     url, platform, folder = hub
     for _ in range(2):
-        assert _launch(url, platform, "lms-opaque-id-bob", "102").status_code == 302
-    assert _users(folder).count("s002") == 1
+        answer = _launch(url, platform, "lms-opaque-id-bob", "102")
+        assert answer.status_code == 302 and _signed_in_as(url, answer) == "s002"
+    assert _users(folder) == ["s001", "s002"]
 

@@ -10,7 +10,9 @@ sends scores for: ``canvas_id`` for Canvas, ``login_id`` for Moodle's user id). 
 is refused with a page that says so and what to do. The JupyterHub user name is the roster's ``student_id``, so
 the student's server, volume and hand-ins are those the roster's sign-up gives them.
 
-Not yet wired into ``jupyterhub_config.py``: see docs/lms.md.
+:func:`beside` makes one authenticator class of another login (the roster's sign-up, NativeAuthenticator) and
+this one: JupyterHub takes a single class, so the hub's login page and sign-up stay the other's, and the LTI
+endpoints are added. Not yet used by ``jupyterhub_config.py``: see docs/lms.md.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from ltiauthenticator.lti13.auth import LTI13Authenticator
 from ltiauthenticator.lti13.constants import LTI13_CUSTOM_CLAIM
+from ltiauthenticator.lti13.handlers import LTI13CallbackHandler
 from roster import STUDENT_ID
 from tornado.web import HTTPError
 from traitlets import Unicode
@@ -63,3 +66,29 @@ class RosterLTI13Authenticator(LTI13Authenticator):
                             "to add your LMS user id to the roster's %s column.", lms_id or "(none sent)",
                             self.user_id_column)
         return {"name": sid, "auth_state": None}
+
+
+def beside(other: type) -> type:
+    """One authenticator class that is ``other`` (its login page and handlers: the roster's sign-up) and also
+    takes LTI 1.3 launches the way :class:`RosterLTI13Authenticator` does (configured as that class)."""
+
+    class Beside(other, RosterLTI13Authenticator):
+        __doc__ = f"{other.__name__}'s login, and LTI 1.3 launches mapped to the roster."
+
+        def login_url(self, base_url):
+            return other.login_url(self, base_url)
+
+        def get_handlers(self, app):
+            mine = RosterLTI13Authenticator
+            lti = [(mine.login_url(self, ""), mine.login_handler),  # not self.login_url: that is the other login's
+                   (mine.callback_url(self, ""), mine.callback_handler),
+                   (mine.config_json_url(self, ""), mine.config_handler)]
+            return [*other.get_handlers(self, app), *lti]
+
+        async def authenticate(self, handler, data=None):
+            if isinstance(handler, LTI13CallbackHandler):
+                return await RosterLTI13Authenticator.authenticate(self, handler, data)
+            return await other.authenticate(self, handler, data)
+
+    Beside.__name__ = Beside.__qualname__ = f"{other.__name__}WithLTI13"
+    return Beside
