@@ -4,18 +4,20 @@ The platform is lti1p3platform 0.1.8 on the loopback (``tests/lti_platform.py``:
 and signs); the hub is JupyterHub from the hub's pinned requirements with ``beside(NativeAuthenticator)``:
 jupyterhub-ltiauthenticator 1.6.3's launches mapped to the roster by ``RosterLTI13Authenticator``, beside the
 roster's sign-up (whose login page stays the hub's), run with a proxy that routes nothing (the test talks to the
-hub's own port: no configurable-http-proxy, no Docker, no student's server). Each launch goes the OIDC way a browser would, done with
+hub's own port: no configurable-http-proxy, no Docker, no student's server); and the class server's own
+``jupyterhub_config.py``, run the same way with ``lti_launch.json`` in its folder. Each launch goes the OIDC way a browser would, done with
 ``requests``: the login initiation at the hub, its redirect to the platform's authorisation URL (state and nonce in
 cookies), the platform's form posted back to the hub's launch URL. A roster student signs in as their
 ``student_id``; a bad signature, an expired id_token and an LMS user the roster does not know are refused.
 
 Needs ``COURSE_HUB_PYTHON``: a Python with ``docker/hub/requirements.txt`` installed (``python3 -m venv V &&
 V/bin/pip install --no-deps -r docker/hub/requirements.txt``); skipped without it. Not done here: headless
-Chromium, the hub's own ``jupyterhub_config.py`` (it does not use this login yet), a student's server.
+Chromium, the hub's images, a student's server.
 """
 from __future__ import annotations
 
 import html
+import json
 import os
 import socket
 import subprocess
@@ -81,25 +83,45 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+COURSE_CONFIG = """
+load_subconfig({real!r})   # the class server's own configuration, as hub.sh runs it
+from jupyterhub.proxy import Proxy
+
+
+class NoProxy(Proxy):
+    should_start = False
+
+    async def add_route(self, routespec, target, data):
+        pass
+
+    async def delete_route(self, routespec):
+        pass
+
+    async def get_all_routes(self):
+        return {{}}
+
+
+c.JupyterHub.proxy_class = NoProxy   # no configurable-http-proxy here: the test talks to the hub's port
+c.JupyterHub.hub_port = {hub_port}
+"""
+
+
+def _running_hub(folder: Path, write_config, env: dict):
+    """Start JupyterHub with the config ``write_config(hub_port, platform)`` writes; yield (url, platform, folder)."""
     if not PYTHON:
         pytest.skip("COURSE_HUB_PYTHON is not set (a Python with docker/hub/requirements.txt installed)")
-    folder = tmp_path_factory.mktemp("hub_lti")
     platform = Server(JWK.generate(kty="RSA", size=2048).export_public(as_dict=True))
     hub_port = _free_port()
     url = f"http://127.0.0.1:{hub_port}"
     platform.registration_launch = url + "/hub"  # the target link: the hub, as `python -m grader lti config` says
     platform.platform.registration.set_launch_url(platform.registration_launch)
     (folder / "roster.csv").write_text(ROSTER)
-    (folder / "config.py").write_text(CONFIG.format(hub_dir=str(HUB_DIR), hub_port=hub_port, public_port=_free_port(),
-                                                    folder=folder, issuer=ISSUER, client_id=CLIENT_ID,
-                                                    platform=platform.url))
+    write_config(hub_port, platform)
     log = (folder / "hub.log").open("w")
     process = subprocess.Popen([PYTHON, "-m", "jupyterhub", "-f", str(folder / "config.py")], cwd=folder,
-                               stdout=log, stderr=subprocess.STDOUT)
+                               stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180
         while True:
             try:
                 if requests.get(url + "/hub/api", timeout=2).status_code == 200:
@@ -113,11 +135,40 @@ def hub(tmp_path_factory):
     finally:
         process.terminate()
         try:
-            process.wait(20)
+            process.wait(30)
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
         platform.close()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("hub_lti")
+
+    def write(hub_port, platform):
+        (folder / "config.py").write_text(CONFIG.format(
+            hub_dir=str(HUB_DIR), hub_port=hub_port, public_port=_free_port(), folder=folder, issuer=ISSUER,
+            client_id=CLIENT_ID, platform=platform.url))
+
+    yield from _running_hub(folder, write, {})
+
+
+@pytest.fixture(scope="module")
+def course_hub(tmp_path_factory):
+    """The class server's own jupyterhub_config.py, its state folder holding lti_launch.json."""
+    folder = tmp_path_factory.mktemp("course_hub_lti")
+
+    def write(hub_port, platform):
+        (folder / "lti_launch.json").write_text(json.dumps({
+            "issuer": ISSUER, "client_id": CLIENT_ID, "authorize_url": platform.url + "/authorize",
+            "jwks_url": platform.url + "/jwks", "user_id_column": "canvas_id", "uri_scheme": "http"}))
+        (folder / "config.py").write_text(COURSE_CONFIG.format(real=str(HUB_DIR / "jupyterhub_config.py"),
+                                                               hub_port=hub_port))
+
+    yield from _running_hub(folder, write, {
+        "COURSE_HUB_STATE": str(folder), "COURSE_HUB_IP": "127.0.0.1", "COURSE_HUB_PORT": str(_free_port()),
+        "COURSE_HUB_HANDIN_PORT": str(_free_port()), "COURSE_HUB_CULL": "0"})
 
 
 def _launch(hub_url: str, platform: Server, user: str, lms_user_id: str, **options) -> requests.Response:
@@ -201,3 +252,14 @@ def test_the_same_student_launched_again_is_the_same_user(hub):
         assert answer.status_code == 302 and _signed_in_as(url, answer) == "s002"
     assert _users(folder) == ["s001", "s002"]
 
+
+
+def test_the_class_servers_own_configuration_takes_launches_beside_its_sign_up(course_hub):
+    url, platform, folder = course_hub
+    answer = _launch(url, platform, "lms-opaque-id-amy", "101")
+    assert answer.status_code == 302 and _signed_in_as(url, answer) == "s001", answer.text[-2000:]
+    stranger = _launch(url, platform, "lms-opaque-id-eve", "999")
+    assert stranger.status_code == 403 and _signed_in_as(url, stranger) is None
+    assert "is not on this class's roster" in html.unescape(stranger.text)
+    page = requests.get(url + "/hub/login", timeout=30)
+    assert page.status_code == 200 and 'name="password"' in page.text and "/hub/signup" in page.text

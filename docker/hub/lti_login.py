@@ -12,7 +12,7 @@ the student's server, volume and hand-ins are those the roster's sign-up gives t
 
 :func:`beside` makes one authenticator class of another login (the roster's sign-up, NativeAuthenticator) and
 this one: JupyterHub takes a single class, so the hub's login page and sign-up stay the other's, and the LTI
-endpoints are added. Not yet used by ``jupyterhub_config.py``: see docs/lms.md.
+endpoints are added. ``jupyterhub_config.py`` uses it when the hub's folder holds ``lti_launch.json`` (docs/lms.md).
 """
 from __future__ import annotations
 
