@@ -1,4 +1,4 @@
-"""Command line: ``python -m grader {grade,report,export,mark,similarity,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
+"""Command line: ``python -m grader {grade,report,export,lti,mark,similarity,check,build,release,publish,links,regen,dispute,leaderboard,gradescope,autograde}``.
 
 This module only parses arguments. Flags mean the same in every subcommand that has them: ``--lab``
 (a lab's name), ``--out`` (where the subcommand writes; for grade, report and export, the gradebook
@@ -176,6 +176,37 @@ def parser() -> argparse.ArgumentParser:
                         "points alone)")
     _class_flags(e)
 
+    lti = _sub(sub, "lti", "LTI 1.3: print the tool's registration for an LMS, or post the scores to its gradebook",
+               "The course as an LTI 1.3 tool of an LMS (Canvas, Moodle): `lti config` prints what the LMS's "
+               "registration of the tool asks for; `lti post` sends each roster student's lab scores to the "
+               "LMS's gradebook (assignment and grade services), as OUT/lti.json says (see docs/lms.md).")
+    lsub = lti.add_subparsers(dest="lti_command", required=True, metavar="ACTION",
+                              help="config (the tool's registration) or post (the scores)")
+    lc = lsub.add_parser("config", help="print the tool's registration: Canvas's developer key JSON, or Moodle's "
+                         "external tool fields", description="Print what the LMS's registration of the tool asks "
+                         "for, with the tool's public key (made in OUT the first time).")
+    lc.add_argument("--url", required=True, metavar="URL", help="the class server's address, e.g. "
+                    "https://hub.example.edu")
+    lc.add_argument("--format", choices=("canvas", "moodle"), default="canvas",
+                    help="the LMS (default: %(default)s)")
+    lc.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
+                    help="the gradebook folder, where the tool's key is kept (default: %(default)s)")
+    lc.add_argument("--file", type=Path, metavar="FILE", help="write here instead of printing")
+    lp = lsub.add_parser("post", help="post each roster student's lab scores to the LMS's gradebook",
+                         description="Post every roster student's score of each lab to the lab's line item at the "
+                         "LMS (created where missing), as OUT/lti.json registers it. Scores the LMS already holds "
+                         "are not sent again; every request and answer is recorded in OUT/lti_posts.log.")
+    lp.add_argument("--out", type=Path, default=GRADEBOOK, metavar="DIR",
+                    help="the gradebook folder (default: %(default)s)")
+    lp.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+    lp.add_argument("--unmarked", choices=("pending", "skip"), default="pending",
+                    help="a lab whose written answers are not all marked: pending (sent as AGS's PendingManual, "
+                         "no score: the LMS shows it needs grading; the default) or skip (not sent)")
+    lp.add_argument("--missing", choices=("zero", "skip"), default="zero",
+                    help="a student with no submission for a lab: zero (sent 0; the default) or skip (not sent)")
+    lp.add_argument("--again", action="store_true", help="send every score, also those the LMS already holds")
+    _class_flags(lp)
+
     m = _sub(sub, "mark", "mark written answers by hand: a page on this machine, or a CSV round trip",
              "Serve the marking page of a class folder on 127.0.0.1 (a URL with a token is printed): one written "
              "question across the class, answers shown anonymously, rubric items by keyboard. The marks go to "
@@ -351,6 +382,13 @@ def main(argv: list[str] | None = None) -> int:
         from grader.report import export
         return export.main(out=args.out, fmt=args.format, labs=args.lab, columns=args.column,
                            missing=args.missing, file=args.file, settings=_settings(args), unmarked=args.unmarked)
+    if args.command == "lti":
+        if args.lti_command == "config":
+            from grader.lti import tool_config
+            return tool_config.main(out=args.out, hub=args.url, fmt=args.format, file=args.file)
+        from grader.lti import post
+        return post.main(out=args.out, labs=args.lab, unmarked=args.unmarked, missing=args.missing,
+                         again=args.again, settings=_settings(args))
     if args.command == "mark":
         if args.export_csv or args.import_csv:
             if args.export_csv and args.import_csv:

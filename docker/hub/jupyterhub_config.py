@@ -116,6 +116,24 @@ c.NativeAuthenticator.check_common_password = True
 c.NativeAuthenticator.allowed_failed_logins = 10
 c.NativeAuthenticator.seconds_before_next_try = 60
 
+LTI = STATE / "lti_launch.json"
+"""The LMS's registration for LTI 1.3 launches (docs/lms.md); without it, the roster's sign-up alone."""
+if LTI.is_file():   # LTI 1.3 launches beside the sign-up: the LMS's user mapped to the roster (docker/hub/lti_login.py)
+    import json
+
+    from lti_login import beside
+
+    lti = json.loads(LTI.read_text())
+    c.JupyterHub.authenticator_class = beside(RosterAuthenticator)
+    c.RosterLTI13Authenticator.issuer = lti["issuer"]
+    c.RosterLTI13Authenticator.client_id = [lti["client_id"]]
+    c.RosterLTI13Authenticator.authorize_url = lti["authorize_url"]
+    c.RosterLTI13Authenticator.jwks_endpoint = lti["jwks_url"]
+    c.RosterLTI13Authenticator.roster = str(STATE / "roster.csv")
+    c.RosterLTI13Authenticator.user_id_column = lti.get("user_id_column", "canvas_id")
+    c.RosterLTI13Authenticator.user_id_claim = lti.get("user_id_claim", "custom_lms_user_id")
+    c.RosterLTI13Authenticator.uri_scheme = lti.get("uri_scheme", "auto")
+
 c.JupyterHub.ip = env("COURSE_HUB_BIND", "127.0.0.1")
 c.JupyterHub.port = int(env("COURSE_HUB_PORT", "8000"))
 c.JupyterHub.hub_ip = HUB_IP
