@@ -64,6 +64,11 @@ MISTAKES = (
                     "decides 99 of the 256 merges on the course's text.",
         replacements=(("            a, b = min(pair for pair, count in pairs.items() if count == top)",
                        "            a, b = max(pair for pair, count in pairs.items() if count == top)"),),
+        variants=(
+            # the largest pair by sorting, or by the last of the most common pairs in sorted order
+            (("            a, b = min(pair for pair, count in pairs.items() if count == top)",
+              "            a, b = sorted(pair for pair, count in pairs.items() if count == top)[-1]"),),
+        ),
         expected_failures={"15.1": (ANSWER, "UTF-8 text: accents, Greek, Cyrillic, CJK and emoji",
                                     "a synthetic text where ties decide most merges"),
                            "15.2": (ANSWER,)},
@@ -90,6 +95,11 @@ MISTAKES = (
                     "computed in another context.",
         replacements=(("        return hash((parent, tuple(block_tokens)))",
                        "        return hash(tuple(block_tokens))"),),
+        variants=(
+            # the parent left out another way: every block named as if it were the first
+            (("        return hash((parent, tuple(block_tokens)))",
+              "        return hash((None, tuple(block_tokens)))"),),
+        ),
         expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
                                             "system prompt",
                                     "whole-block prompts, the same tokens after another prefix, a pool that runs out")},
