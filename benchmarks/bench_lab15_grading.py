@@ -2,7 +2,8 @@
 cases and the grader's judges included), and the costly steps on their own: training the tokenizer on the
 course's text, the engine with the stated policy on the longest hidden request stream, the judge's re-run of
 task 15.6 (a student process: start, PyTorch's import, two speculative decodings against the judge's target) and
-task 15.8's two cases (a student process each: the exact runs on the judge's draws, 400 sampled runs).
+task 15.8's two cases (a student process each: the exact runs on the judge's draws, 400 sampled runs), and task
+15.9's three cases (a student process each, the streams the judge draws replayed with the scheduler there).
 
 Target (issue 40): the graded solution <= 30 s on 2 cores.
 
@@ -96,6 +97,28 @@ def sampling_seconds(solution: dict) -> float:
     return seconds
 
 
+def chunked_seconds(solution: dict) -> float:
+    """The 15.9 judge on the solution's scheduler: its three cases, one student process each (7 streams)."""
+    import cloudpickle
+    import numpy as np
+
+    from grader.judge.isolated import serving
+    from util.contract import Tolerance
+    from util.labs.lab15.judge import check_chunked
+
+    buffer = io.BytesIO()
+    np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(solution["schedule_chunked"]), dtype=np.uint8))
+    seconds = 0.0
+    with serving():
+        for case in get_lab("lab15").task("15.9").cases:
+            start = time.perf_counter()
+            problems = check_chunked(case.spec, buffer.getvalue(), Tolerance())
+            seconds += time.perf_counter() - start
+            if problems:
+                sys.exit(f"the 15.9 judge failed the solution on {case.id}: {problems}")
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
@@ -110,11 +133,12 @@ def main() -> None:
     path = REPO / "solutions" / lab.notebook
     rows = {"plain run of the solution (nbclient)": plain_run(path)}
     rows["grader grade of the solution"] = statistics.median(graded_run(path, "lab15") for _ in range(args.repeats))
-    solution = solution_namespace("lab15", ("15.1", "15.6", "15.7", "15.8"))
+    solution = solution_namespace("lab15", ("15.1", "15.6", "15.7", "15.8", "15.9"))
     rows["15.1: training 256 merges on the course's text"] = tokenizer_seconds(solution)
     rows["15.5: the engine on the longest hidden stream"] = engine_seconds()
     rows["15.6 judge: student process, imports and two runs"] = rerun_seconds(solution)
     rows["15.8 judge: two student processes, the exact runs and 400 sampled runs"] = sampling_seconds(solution)
+    rows["15.9 judge: three student processes, 7 streams replayed"] = chunked_seconds(solution)
     print_rows(rows, "grader grade of the solution", WALL_TARGET)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 

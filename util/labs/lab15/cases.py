@@ -6,7 +6,9 @@ each task's cases are worth (``Task.hidden_points``); the registry attaches thes
 
 Seeds listed in ``seeds`` make a valid case whatever their value (random pools, random traces, Poisson
 arrivals sized so that any draw is under memory pressure, or not); the seeds of task 15.6 were chosen for
-their argmax margins (``tests/labs/test_lab15_lab.py`` measures them) and are never redrawn.
+their argmax margins (``tests/labs/test_lab15_lab.py`` measures them) and are never redrawn. Task 15.9's cases
+name no seed: the judge draws their ``traces`` request streams from the grading secret at every grading
+(``judge.chunk_traces``), from the ranges given here, which make any draw finish under the stated policy.
 """
 from __future__ import annotations
 
@@ -61,21 +63,21 @@ CASES = {
              {"num_blocks": 16, "block_size": 4, "ops": [
                  ["allocate", 0, 10], ["fork", 0, 1], ["fork", 0, 2], ["fork", 0, 3], ["append", 1], ["append", 2],
                  ["append", 0], ["append", 3], ["free", 0], ["append", 1], ["append", 1], ["append", 2],
-                 ["append", 2], ["append", 2], ["free", 3], ["free", 1], ["append", 2], ["free", 2]]}, 3),
+                 ["append", 2], ["append", 2], ["free", 3], ["free", 1], ["append", 2], ["free", 2]]}, 2),
         Case("forks at a block boundary, and forks of forks",
              {"num_blocks": 20, "block_size": 4, "ops": [
                  ["allocate", 5, 8], ["fork", 5, 6], ["append", 6], ["append", 5], ["fork", 6, 7], ["append", 7],
                  ["append", 6], ["fork", 7, 8], ["fork", 8, 9], ["append", 9], ["append", 8], ["append", 7],
                  ["free", 6], ["free", 8], ["append", 9], ["append", 9], ["append", 9], ["append", 9], ["free", 5],
-                 ["free", 7], ["free", 9]]}, 3),
+                 ["free", 7], ["free", 9]]}, 2),
         Case("running out of blocks: every call that needs one raises, and nothing changes",
              {"num_blocks": 6, "block_size": 4, "ops": [
                  ["allocate", 0, 12], ["allocate", 1, 20], ["allocate", 1, 9], ["append", 0], ["fork", 1, 2],
                  ["append", 2], ["free", 1], ["append", 2], ["free", 0], ["append", 2], ["append", 2], ["append", 2],
                  ["allocate", 3, 8], ["allocate", 4, 1], ["append", 3], ["free", 2], ["allocate", 4, 16],
-                 ["append", 4]]}, 3),
+                 ["append", 4]]}, 2),
         Case("a random trace of 300 calls", {"num_blocks": 40, "block_size": 8, "seed": 2718, "calls": 300,
-                                             "max_prompt": 40}, 3, seeds=("seed",)),
+                                             "max_prompt": 40}, 2, seeds=("seed",)),
     ),
     "15.4": (
         Case("shuffled blocks, partial last blocks, garbage everywhere else",
@@ -91,20 +93,20 @@ CASES = {
     "15.5": (
         Case("light load: no block runs out",
              {"config": {"num_blocks": 4000, "block_size": 16, "max_tokens": 2048, "max_running": 32},
-              "seed": 51, "count": 40, "rate_per_ms": 0.5, "prompt": [16, 300], "output": [8, 200]}, 3,
+              "seed": 51, "count": 40, "rate_per_ms": 0.5, "prompt": [16, 300], "output": [8, 200]}, 2,
              seeds=("seed",)),
         Case("memory pressure: decodes preempt the newest requests",
              {"config": {"num_blocks": 90, "block_size": 16, "max_tokens": 1024, "max_running": 64},
-              "seed": 52, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 3,
+              "seed": 52, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 2,
              seeds=("seed",)),
         Case("a burst at time 0 under a small token budget (first come, first served)",
              {"config": {"num_blocks": 200, "block_size": 8, "max_tokens": 300, "max_running": 16},
               "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
                   [(120, 30), (200, 10), (60, 50), (250, 20), (30, 40), (90, 90), (10, 5), (280, 12), (45, 60),
-                   (150, 25), (75, 35), (5, 70)])]}, 3),
+                   (150, 25), (75, 35), (5, 70)])]}, 2),
         Case("a small running limit and long outputs",
              {"config": {"num_blocks": 150, "block_size": 16, "max_tokens": 1536, "max_running": 6},
-              "seed": 54, "count": 30, "rate_per_ms": 2.0, "prompt": [50, 400], "output": [100, 500]}, 3,
+              "seed": 54, "count": 30, "rate_per_ms": 2.0, "prompt": [50, 400], "output": [100, 500]}, 2,
              seeds=("seed",)),
     ),
     "15.6": (
@@ -135,6 +137,18 @@ CASES = {
         Case("the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)",
              {"distribution": {"config": SMALL_VOCAB, "seed": 3, "sigma": 0.3, "draft_seed": 30, "prompt": 4, "n": 1,
                                "k": 1}, "samples": 400}, 4),
+    ),
+    "15.9": (
+        Case("a steady stream of long prompts under a budget of 512 tokens (3 traces the grader draws)",
+             {"config": {"max_tokens": 512, "max_running": 24}, "traces": 3, "count": 30, "rate_per_ms": 1.5,
+              "prompt": [40, 1800], "output": [5, 150]}, 2),
+        Case("a small budget: every prompt in many chunks beside many decodes (3 traces the grader draws)",
+             {"config": {"max_tokens": 48, "max_running": 32}, "traces": 3, "count": 25, "rate_per_ms": 6.0,
+              "prompt": [30, 400], "output": [10, 120]}, 2),
+        Case("a burst at time 0: chunks cut at the budget, admissions stopped by the running limit",
+             {"config": {"max_tokens": 12, "max_running": 4},
+              "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
+                  [(12, 3), (5, 6), (7, 2), (1, 9), (30, 1), (11, 4), (2, 2), (4, 12), (13, 3)])]}, 2),
     ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

@@ -565,3 +565,113 @@ def _exact_marginals(target, prompt: list[int], n: int):
         out.append(marginal)
         paths = nxt
     return np.array(out)
+
+
+# ---------------------------------------------------------------- 15.9: chunked prefill
+
+CHUNK_RECORD = 8 << 20
+"""The largest record of one trace the judge takes back from the student process."""
+CHUNK_SECONDS = 60.0
+"""How long the student process may take for one trace (a few thousand iterations take well under a second)."""
+
+_CHUNK_POLICY = {
+    "decode": "every running request whose prompt is all prefilled decodes, oldest admitted first, before any chunk "
+              "(decodes first: a chunk never takes a decode's place in the budget)",
+    "prefill": "what is left of the budget goes to chunks: first the running requests still prefilling, oldest "
+               "admitted first, then the waiting ones in queue order while the running limit allows; each chunk is "
+               "what is left of its prompt or of the budget, whichever is smaller",
+}
+
+
+def chunk_traces(spec: Mapping[str, Any]) -> list[tuple[Any, list]]:
+    """The ``(config, requests)`` traces of a task-15.9 case: its own ``requests``, or ``traces`` Poisson streams of
+    its ranges whose seeds are drawn from the grading secret (:mod:`util.judging.secret`), never from the spec
+    alone, so no trace can be known before grading."""
+    from util.judging import secret
+    from util.labs.lab15.chunked import chunk_config_from, chunked_requests
+
+    config = chunk_config_from(spec)
+    if "requests" in spec:
+        return [(config, chunked_requests(0, spec))]
+    key = json.dumps(dict(spec), sort_keys=True)
+    return [(config, chunked_requests(secret.seed("lab15", "15.9 trace", key, number), spec))
+            for number in range(int(spec["traces"]))]
+
+
+def check_chunked(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.9: the student's ``schedule_chunked`` run again in a student process
+    (:mod:`util.labs.lab15.chunk_harness`) on traces the judge draws from the grading secret
+    (:func:`chunk_traces`); every iteration of each trace's record (start, length, decodes, chunks) must equal the
+    judge's own run of the stated policy (:func:`~util.labs.lab15.judge_reference.reference_chunked`)."""
+    from util.artifacts import read_saved_arrays
+    from util.labs.lab15.chunked import simulate_chunked
+    from util.labs.lab15.judge_reference import reference_chunked
+    from util.student_process import ChannelError, StudentProcess
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    traces = chunk_traces(spec)
+    try:
+        with StudentProcess.start("util.labs.lab15.chunk_harness:serve", max_data=CHUNK_RECORD,
+                                  seconds=START_SECONDS + CHUNK_SECONDS * len(traces)) as student:
+            student.send({"function": True}, data=arrays["function"].tobytes())
+            for number, (config, requests) in enumerate(traces):
+                expected = simulate_chunked(reference_chunked, requests, config)
+                if expected.deadlock is not None:  # pragma: no cover - the lab's tests screen the cases
+                    raise AssertionError(f"the grader's own chunked schedule deadlocks: {expected.deadlock}")
+                student.send({"limits": [config.max_tokens, config.max_running],
+                              "arrivals": [[r.id, r.arrival, r.prompt, r.output] for r in requests]})
+                reply, body = student.receive(timeout=START_SECONDS + CHUNK_SECONDS)
+                found = _chunk_problems(reply, body, expected.iterations)
+                if found:
+                    where = f"trace {number + 1} of {len(traces)} ({len(requests)} requests): " if len(traces) > 1 else ""
+                    return [where + problem for problem in found][:LIMIT]
+    except ChannelError as exc:
+        return [f"the grader could not run schedule_chunked again ({exc})"]
+    return []
+
+
+def _chunk_problems(reply: Mapping[str, Any], body: bytes, expected: list[dict]) -> list[str]:
+    if "record" not in reply:
+        return [f"run again by the grader on a trace of its own, the engine raised {str(reply.get('raised'))[:300]}"]
+    saved = _json(body)
+    if not isinstance(saved, dict) or not isinstance(saved.get("iterations"), list):
+        return [UNREADABLE]
+    found = saved["iterations"]
+    deadlock = saved.get("deadlock")
+    for index, wanted in enumerate(expected):
+        if index >= len(found):
+            return [f"the run stopped after {len(found)} iterations"
+                    + (f" ({deadlock[:200]})" if isinstance(deadlock, str) else "")
+                    + "; the stated policy runs every request to the end"]
+        got = found[index]
+        if got == wanted:
+            continue
+        if not isinstance(got, dict) or set(got) != set(wanted):
+            return [UNREADABLE]
+        where = f"iteration {index} (at {wanted['start']:,} ns)"
+        if got["start"] != wanted["start"]:
+            return [f"{where} starts at another time than under the stated policy: an earlier iteration's batch "
+                    "had other requests or other chunks"]
+        for key, verb in (("decode", "decoded"), ("prefill", "gave chunks to")):
+            if got[key] != wanted[key]:
+                return [f"{where}: your scheduler {verb} {_chunk_which(key, got[key], wanted[key])} than the "
+                        f"stated policy: " + _CHUNK_POLICY[key]]
+        return [f"{where} took another time than under the stated policy"]  # pragma: no cover - same work
+    if len(found) > len(expected):
+        return [f"the run has {len(found)} iterations; the stated policy finishes every request in fewer"]
+    return []
+
+
+def _chunk_which(key: str, found: Any, wanted: list) -> str:
+    if key == "decode":
+        return _which(found, wanted)
+    if not isinstance(found, list) or not all(isinstance(p, list) and len(p) == 2 for p in found):
+        return "other chunks"
+    ids, wanted_ids = [p[0] for p in found], [p[0] for p in wanted]
+    if ids == wanted_ids:
+        return "chunks of other sizes to the same requests"
+    if sorted(map(str, ids)) == sorted(map(str, wanted_ids)):
+        return "chunks to the same requests in another order"
+    return f"chunks to other requests ({len(found)} chunks where the policy gives {len(wanted)})"

@@ -323,3 +323,30 @@ def speculative_sampling(target: torch.nn.Module, draft: torch.nn.Module, prompt
         accepted += kept
         decided += (sequence[start:start + kept] + [token])[:n - len(decided)]
     return {"tokens": decided, "calls": calls, "starts": starts, "accepted": accepted, "used": draws.used}
+
+
+def reference_chunked(view):
+    """The policy task 15.9 states (chunked prefill): every decoding request decodes, oldest admitted first (1 token
+    each); what is left of the budget goes to chunks, first of the running requests still prefilling (oldest
+    admitted first), then of the waiting ones in queue order, each admitted while the running limit allows (the
+    walk stops at the first that is not); a chunk is what is left of its prompt or of the budget, whichever is
+    smaller, and the walk stops when the budget is spent."""
+    from util.labs.lab15.chunked import Chunks
+
+    decode = [seq.id for seq in view.running if seq.remaining == 0]
+    budget = view.config.max_tokens - len(decode)
+    prefill: list[tuple[int, int]] = []
+    for seq in view.running:
+        if budget == 0:
+            break
+        if seq.remaining:
+            prefill.append((seq.id, min(seq.remaining, budget)))
+            budget -= prefill[-1][1]
+    count = len(view.running)
+    for seq in view.waiting:
+        if budget == 0 or count == view.config.max_running:
+            break
+        prefill.append((seq.id, min(seq.prompt, budget)))
+        budget -= prefill[-1][1]
+        count += 1
+    return Chunks(tuple(decode), tuple(prefill))

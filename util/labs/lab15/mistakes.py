@@ -64,6 +64,11 @@ MISTAKES = (
                     "decides 99 of the 256 merges on the course's text.",
         replacements=(("            a, b = min(pair for pair, count in pairs.items() if count == top)",
                        "            a, b = max(pair for pair, count in pairs.items() if count == top)"),),
+        variants=(
+            # the largest pair by sorting, or by the last of the most common pairs in sorted order
+            (("            a, b = min(pair for pair, count in pairs.items() if count == top)",
+              "            a, b = sorted(pair for pair, count in pairs.items() if count == top)[-1]"),),
+        ),
         expected_failures={"15.1": (ANSWER, "UTF-8 text: accents, Greek, Cyrillic, CJK and emoji",
                                     "a synthetic text where ties decide most merges"),
                            "15.2": (ANSWER,)},
@@ -90,6 +95,11 @@ MISTAKES = (
                     "computed in another context.",
         replacements=(("        return hash((parent, tuple(block_tokens)))",
                        "        return hash(tuple(block_tokens))"),),
+        variants=(
+            # the parent left out another way: every block named as if it were the first
+            (("        return hash((parent, tuple(block_tokens)))",
+              "        return hash((None, tuple(block_tokens)))"),),
+        ),
         expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
                                             "system prompt",
                                     "whole-block prompts, the same tokens after another prefix, a pool that runs out")},
@@ -118,5 +128,38 @@ MISTAKES = (
         expected_failures={"15.8": (ANSWER, "TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token "
                                             "prompt, on the grader's draws",
                                     "the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)")},
+    ),
+    Mistake(
+        name="chunk_starves_decodes",
+        description="Gives the budget to chunks of prompts first and lets the decodes have what is left: right while "
+                    "the budget covers both, but as soon as a long prompt's chunk takes the whole budget the running "
+                    "requests decode nothing in that iteration, and their time per token jumps.",
+        replacements=(("    decode = [seq.id for seq in view.running if seq.remaining == 0]\n"
+                       "    budget = view.config.max_tokens - len(decode)\n",
+                       "    budget = view.config.max_tokens             # chunks first: the decodes get what is left\n"),
+                      ("    return Chunks(tuple(decode), tuple(prefill))",
+                       "    decode = [seq.id for seq in view.running if seq.remaining == 0][:budget]\n"
+                       "    return Chunks(tuple(decode), tuple(prefill))")),
+        variants=(
+            # the decodes after the prefilling prompts' chunks, before the queue's
+            (("    decode = [seq.id for seq in view.running if seq.remaining == 0]\n"
+              "    budget = view.config.max_tokens - len(decode)\n",
+              "    budget = view.config.max_tokens\n"),
+             ("    count = len(view.running)\n",
+              "    decode = [seq.id for seq in view.running if seq.remaining == 0][:budget]\n"
+              "    budget -= len(decode)\n    count = len(view.running)\n")),
+            # the decodes first in the batch, but the chunks sized from the whole budget
+            (("    budget = view.config.max_tokens - len(decode)\n",
+              "    budget = view.config.max_tokens\n"),
+             ("    return Chunks(tuple(decode), tuple(prefill))",
+              "    spent = sum(tokens for _, tokens in prefill)\n"
+              "    return Chunks(tuple(decode[:view.config.max_tokens - spent]), tuple(prefill))")),
+        ),
+        expected_failures={"15.9": (ANSWER, "a steady stream of long prompts under a budget of 512 tokens (3 traces "
+                                            "the grader draws)",
+                                    "a small budget: every prompt in many chunks beside many decodes (3 traces the "
+                                    "grader draws)",
+                                    "a burst at time 0: chunks cut at the budget, admissions stopped by the "
+                                    "running limit")},
     ),
 )

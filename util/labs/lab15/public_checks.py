@@ -339,6 +339,37 @@ def _sampling_frequencies(fn) -> str | None:
                                          "within 0.12")
 
 
+# ---------------------------------------------------------------- 15.9
+
+HAND_CHUNK_REQUESTS = [[0, 0, 4, 4], [1, 0, 3, 3], [2, 0, 9, 2], [3, 0, 5, 2]]
+"""The notebook's example of chunked prefill: 4 requests at time 0, a budget of 8 tokens, at most 3 running."""
+HAND_CHUNKS = [([], [[0, 4], [1, 3], [2, 1]]), ([0, 1], [[2, 6]]), ([0, 1], [[2, 2]]), ([0, 2], [[3, 5]]), ([3], [])]
+"""(decode, prefill) of each iteration, worked out in the notebook."""
+
+
+def _hand_chunks(fn) -> str | None:
+    from util.labs.lab15.chunked import ChunkConfig, chunked_requests, simulate_chunked
+
+    run = simulate_chunked(inspect.unwrap(fn), chunked_requests(0, {"requests": HAND_CHUNK_REQUESTS}), ChunkConfig(8, 3))
+    found = [(it["decode"], it["prefill"]) for it in run.iterations]
+    return first(equal(run.deadlock, None, "the run's deadlock"),
+                 equal(found, HAND_CHUNKS, "(decode, prefill) of each iteration of the notebook's example"))
+
+
+def _decodes_first(fn) -> str | None:
+    from util.labs.lab15.chunked import ChunkConfig, chunked_requests, simulate_chunked
+
+    requests = chunked_requests(0, {"requests": [[0, 0, 2, 5], [1, 0, 2, 5], [2, 0, 40, 2]]})
+    run = simulate_chunked(inspect.unwrap(fn), requests, ChunkConfig(4, 3))
+    return equal([(it["decode"], it["prefill"]) for it in run.iterations[:3]],
+                 [([], [[0, 2], [1, 2]]), ([0, 1], [[2, 2]]), ([0, 1], [[2, 2]])],
+                 "the first three iterations of 2 short prompts and a 40-token one under a budget of 4")
+
+
+def _by_budget(answer: Any, key: str) -> list[float]:
+    return [value for _, value in sorted(answer[key].items(), key=lambda item: int(item[0]))]
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "15.1": (
         Check("the worked example: merges 'a a', 'a b', 'aa ab' and its ids", _worked_example,
@@ -448,5 +479,21 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(len(a["tokens"]), 40, "the number of tokens"),
                               equal(a["target_calls"] + a["accepted"] >= 40, True, "target_calls + accepted >= 40")),
               "tokens = accepted + one per call (the last call's may be cut at n)"),
+    ),
+    "15.9": (
+        Check("the notebook's four requests, iteration by iteration", _hand_chunks,
+              "decode every request whose prompt is all prefilled, oldest first; then chunks: prefilling requests "
+              "first, then the queue while the running limit allows; a chunk is min(remaining, budget left)",
+              calls_function=True),
+        Check("decodes come before chunks: a long prompt never stalls them", _decodes_first,
+              "take each decode's token out of the budget before giving any chunk", calls_function=True),
+        Check("no deadlock; a larger budget gives a shorter TTFT and a longer TPOT",
+              lambda a: first(has_keys(a, ("summary", "ttft_p50_by_budget", "tpot_p50_by_budget")),
+                              equal(a["summary"]["deadlock"], None, "answer['summary']['deadlock']"),
+                              equal(_by_budget(a, "ttft_p50_by_budget")[-1] < _by_budget(a, "ttft_p50_by_budget")[0],
+                                    True, "TTFT p50 at the largest budget < at the smallest"),
+                              equal(_by_budget(a, "tpot_p50_by_budget")[-1] > _by_budget(a, "tpot_p50_by_budget")[0],
+                                    True, "TPOT p50 at the largest budget > at the smallest")),
+              "a large chunk prefills a prompt in few iterations, but every decode waits for those long iterations"),
     ),
 }

@@ -4,7 +4,7 @@ Students train a byte-level BPE tokenizer on text the course ships (15.1), count
 KV-cache bytes and what contiguous and paged caches waste (15.2), write a paged KV-cache allocator with
 copy-on-write (15.3), attention over a paged cache (15.4), a continuous-batching scheduler under a token
 budget and a cost model (15.5), greedy speculative decoding with a draft model (15.6), and, since release 3, a
-prefix cache (15.7) and speculative sampling (15.8).
+prefix cache (15.7), speculative sampling (15.8) and chunked prefill (15.9).
 
 What a correct answer must satisfy is decided by the grader in its judge process (``judge.py``) on what the
 cases saved, with its own computation (``judge_reference.py``): the allocator's recorded block tables by a
@@ -15,7 +15,9 @@ judge, which counts and checks every call and compares the tokens with its own g
 timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model). The prefix
 cache's record is checked as the allocator's (memory simulated, each slot a token in its context) against the
 grader's own cache; speculative sampling runs in a student process on uniform draws the judge draws from the
-grading secret and serves, its tokens exactly the judge's own run's and their distribution tested (chi-square).
+grading secret and serves, its tokens exactly the judge's own run's and their distribution tested (chi-square);
+the chunked-prefill scheduler runs in a student process on traces the judge draws from the grading secret, every
+iteration compared with the judge's own run of the stated policy.
 """
 from __future__ import annotations
 
@@ -166,6 +168,17 @@ def _prefix(cls: Callable, spec: Mapping[str, Any]) -> Any:
     return {**summary(ops, steps, block_size), **saved}
 
 
+def _chunked(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's chunked-prefill scheduler pickled by value and saved: the grader runs it in a student process
+    on traces it draws itself from the grading secret (nothing is run here)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
 def _sampling(fn: Callable, spec: Mapping[str, Any]) -> Any:
     """The student's speculative sampling pickled by value and saved: the grader runs it in a student process
     against a target it serves and counts, with uniform draws it draws itself (nothing is run here)."""
@@ -216,7 +229,7 @@ TASKS = (
         keys=("free", "copies", "raised", "peak_blocks"),
         function="PagedAllocator", run_case=_allocator, grader_check=f"{JUDGE}:check_allocator",
         checks=CHECKS["15.3"],
-        hidden_points=12,
+        hidden_points=8,
     ),
     Task(
         id="15.4", title="Attention over a paged cache", answer_points=2,
@@ -231,7 +244,7 @@ TASKS = (
         answer="{'summary': run.summary() of the notebook's trace, 'throughput_by_max_running': {str(b): tokens/s}}",
         keys=("summary", "throughput_by_max_running"), tolerance=RATIO,
         function="schedule", run_case=_schedule, grader_check=f"{JUDGE}:check_schedule", checks=CHECKS["15.5"],
-        hidden_points=12,
+        hidden_points=8,
     ),
     Task(
         id="15.6", title="Greedy speculative decoding", answer_points=1, written=WRITTEN["15.6"],
@@ -257,12 +270,25 @@ TASKS = (
         judged=("function",), checks=CHECKS["15.8"],
         hidden_points=8,
     ),
+    Task(
+        id="15.9", title="Chunked prefill", answer_points=2, since=4,
+        answer="{'summary': the notebook's chunked run.summary(), 'ttft_p50_by_budget', 'tpot_p50_by_budget': "
+               "{str(max_tokens): ns}}",
+        keys=("summary", "ttft_p50_by_budget", "tpot_p50_by_budget"), tolerance=RATIO,
+        function="schedule_chunked", run_case=_chunked, grader_check=f"{JUDGE}:check_chunked",
+        judged=("function",), checks=CHECKS["15.9"],
+        hidden_points=6,
+    ),
 )
-"""The tasks of the current release (3), in notebook order."""
+"""The tasks of the current release (4), in notebook order."""
 
 BEFORE_3 = {"15.1": (3, 12), "15.3": (4, 16), "15.4": (3, 12), "15.5": (4, 16), "15.6": (1, 16)}
 """Task id -> (answer points, hidden points) as releases 1 and 2 declared them: release 3's tasks 15.7 and 15.8 took
 their points from these tasks, each hidden case keeping its share (``Lab.with_cases``)."""
+
+BEFORE_4 = {"15.3": (3, 12), "15.5": (3, 12)}
+"""Task id -> (answer points, hidden points) as release 3 declared them: release 4's task 15.9 took its points from
+these tasks, each hidden case keeping its share."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -289,6 +315,15 @@ LAB = Lab(
                 marker="A prefix cache names each full block by a hash of its parent's name and its own tokens",
                 previous=tuple(replace(task, answer_points=BEFORE_3[task.id][0], hidden_points=BEFORE_3[task.id][1])
                                for task in TASKS if task.id in BEFORE_3)),
+        Release(4, "2026-12-02", "A new task, 15.9: chunked prefill (each iteration spends a token budget on every "
+                "running decode first, then on chunks of prompts), graded on request streams the grader draws afresh "
+                "at each grading and replays with the scheduler in a process of its own, every iteration compared "
+                "with its own run of the stated policy. Its 8 points come from tasks 15.3 (4) and 15.5 (4), each "
+                "hidden case of theirs now worth 2 points instead of 3; a notebook of an earlier release is graded as "
+                "it was.",
+                marker="cuts prompts into chunks: every",
+                previous=tuple(replace(task, hidden_points=BEFORE_4[task.id][1], answer_points=BEFORE_4[task.id][0])
+                               for task in TASKS if task.id in BEFORE_4)),
     ),
     tasks=TASKS,
 )
