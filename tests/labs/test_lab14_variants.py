@@ -3,7 +3,7 @@
 Each mistake of ``util/labs/lab14/mistakes.py`` is made in its own way and in each of its variants (float64 instead
 of float32, another call, another order), applied to the solution's cells as ``grader build`` applies a mistake;
 each is run through its task's ``run_case`` (as the student's kernel runs a hidden case) and judged by the task's
-judge, in student processes started from this process (``grader.judge.isolated.serving``). The hidden cases that
+judge (14.7, decided in the kernel: against the solution's value), in student processes started from this process (``grader.judge.isolated.serving``). The hidden cases that
 fail must be exactly the mistake's ``expected_failures`` (the public answer, ``ANSWER``, is the notebook's and is
 graded with the examples). The full notebooks of the variants are graded only under ``-m slow``.
 """
@@ -15,6 +15,7 @@ import pytest
 from judged_files import save_case
 from lab14_solution import namespace
 
+from grader.judge.compare import compare
 from grader.judge.isolated import serving
 from util.contract import ANSWER
 from util.labs import get_lab
@@ -38,6 +39,10 @@ def failing_cases(task_id: str, replacements: tuple, folder) -> list[str]:
     """The hidden cases of ``task_id`` the judge fails for the solution with ``replacements`` applied."""
     task = LAB.task(task_id)
     function = namespace(tuple(replacements))[task.function]
+    if task.grader_check is None:  # decided in the kernel (14.7): run_case's value against the solution's
+        honest = namespace()[task.function]
+        return [case.id for case in task.cases
+                if compare(task.run_case(honest, case.spec), task.run_case(function, case.spec), task.tolerance)]
     module = judge.__dict__[task.grader_check.split(":")[1]]
     failing = []
     for case in task.cases:

@@ -9,16 +9,43 @@ Random inputs (14.2 to 14.5) are drawn by the judge from the grading secret and 
 Shapes are chosen for what they catch: a last block cut short (masks, ``cdiv``, ``min``), a matrix given transposed
 (strides), values large enough (around 1,000) that an exponential taken before the maximum overflows even in
 float64 (past 709), causal blocks on and off the diagonal, and in 14.6 shapes where rounding the
-number of tiles up picks another tile than the formula without it. Interpreter time: every Triton case keeps
+number of tiles up picks another tile than the formula without it. 14.7's configurations are in
+``cases_tiles.py``, their compiler figures in ``cases_compiled.json``. Interpreter time: every Triton case keeps
 N <= 256 with blocks >= 32 (about 0.2 to 1 s each).
 """
 from __future__ import annotations
 
+import json
+
 from util.contract import Case
+from util.labs.lab14.cases_tiles import TILE_CONFIGS
+from util.labs.lab14.compiled import HIDDEN_FILE, config_name
 from util.labs.lab14.machines import H100
 
 A100 = {"name": "A100-like", "bandwidth": 2.039e12, "flops": 156e12, "on_chip_bytes": 164 * 1024}
 SMALL = {"name": "48 KiB of shared memory", "bandwidth": 0.9e12, "flops": 14e12, "on_chip_bytes": 48 * 1024}
+
+
+def _tile_cases() -> tuple[Case, ...]:
+    """Two cases a configuration, shared memory's first. A shared-memory case's spec is the configuration alone (the
+    compiler's figure, its expected value, is in the references, never in what the kernel receives); an occupancy
+    case's spec is the registers and shared memory the grader's compile gave and ``num_warps``, without the
+    configuration (never a figure of the student's)."""
+    stored = {json.dumps(row["config"], sort_keys=True): row["compiled"]
+              for row in json.loads(HIDDEN_FILE.read_text(encoding="utf-8"))} if HIDDEN_FILE.exists() else {}
+    shared, occupancy = [], []
+    for config in TILE_CONFIGS:  # a configuration not stored yet has no figures: its case fails, and regen says why
+        compiled = stored.get(json.dumps(config, sort_keys=True))
+        name = config_name(config)
+        stages = name.rsplit(", ", 1)[0]
+        shared.append(Case(f"shared memory of {stages}", {"part": "shared", "block": config["block"],
+                                                          "dtype": config["dtype"],
+                                                          "num_stages": config["num_stages"]}, 1, since=4))
+        figures = ({"registers": compiled["registers"], "shared": compiled["shared"]} if compiled
+                   else {"registers": None, "shared": None})
+        occupancy.append(Case(f"occupancy of {name}", {"part": "occupancy", **figures,
+                                                       "num_warps": config["num_warps"]}, 1, since=4))
+    return tuple(shared + occupancy)
 
 
 def _seeded(id_: str, spec: dict, points: float, since: int = 1) -> Case:
@@ -28,23 +55,23 @@ def _seeded(id_: str, spec: dict, points: float, since: int = 1) -> Case:
 CASES = {
     "14.1": (
         Case("GPT-2 small at 1,000 tokens, causal, blocks of 128",
-             {"n": 1000, "d": 64, "heads": 12, "block": 128, "causal": True}, 2),
+             {"n": 1000, "d": 64, "heads": 12, "block": 128, "causal": True}, 1),
         Case("32 heads of 128 at 2,048 tokens, blocks of 64",
-             {"n": 2048, "d": 128, "heads": 32, "block": 64, "causal": False}, 2),
+             {"n": 2048, "d": 128, "heads": 32, "block": 64, "causal": False}, 1),
         Case("300 tokens in blocks of 128 (a last block of 44)",
-             {"n": 300, "d": 64, "heads": 4, "block": 128, "causal": False}, 2),
+             {"n": 300, "d": 64, "heads": 4, "block": 128, "causal": False}, 1),
         Case("200 tokens, causal, blocks of 64 (a last block of 8)",
-             {"n": 200, "d": 32, "heads": 2, "block": 64, "causal": True}, 2),
+             {"n": 200, "d": 32, "heads": 2, "block": 64, "causal": True}, 1),
     ),
     "14.2": (
         _seeded("2 heads of 200 queries in blocks of 64 (a last block of 8)",
-                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 4),
+                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 3),
         _seeded("causal, 4 heads of 128 x 64 in blocks of 32",
-                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 4),
+                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 3),
         _seeded("causal, 130 queries in blocks of 32 (a last block of 2)",
-                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 4),
+                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 3),
         _seeded("causal, 2,048 queries within a memory budget smaller than one score matrix",
-                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 4),
+                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 3),
     ),
     "14.3": (
         _seeded("96 x 128 x 64 in tiles of 32", {"m": 96, "n": 128, "k": 64, "block": [32, 32, 32], "seed": 1}, 3),
@@ -73,12 +100,13 @@ CASES = {
     ),
     "14.6": (
         Case("H100-like, 200 x 4,096 x 1,024 (rows in one partial tile)",
-             {"m": 200, "n": 4096, "k": 1024, "machine": H100}, 3),
+             {"m": 200, "n": 4096, "k": 1024, "machine": H100}, 2),
         Case("H100-like, 16 x 4,096 x 4,096 (16 tokens: a thin product)",
-             {"m": 16, "n": 4096, "k": 4096, "machine": H100}, 3),
-        Case("A100-like, 3,000 x 11,008 x 4,096", {"m": 3000, "n": 11008, "k": 4096, "machine": A100}, 3),
+             {"m": 16, "n": 4096, "k": 4096, "machine": H100}, 2),
+        Case("A100-like, 3,000 x 11,008 x 4,096", {"m": 3000, "n": 11008, "k": 4096, "machine": A100}, 2),
         Case("48 KiB of shared memory, 100 x 5,000 x 1,024 (compute-bound)",
-             {"m": 100, "n": 5000, "k": 1024, "machine": SMALL}, 3),
+             {"m": 100, "n": 5000, "k": 1024, "machine": SMALL}, 2),
     ),
+    "14.7": _tile_cases(),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

@@ -4,13 +4,21 @@ Each passes what the notebook's own shapes show and fails where a hidden case ha
 ragged edge (the unmasked matmul reads and writes past its tensors, which the grader's counter refuses), a second
 pass over the row (the traffic doubles), values whose exponential overflows (a softmax without the maximum, in
 float32 or float64 alike), more than one key block per query block (the accumulator must be rescaled whenever the
-running maximum moves), the diagonal of a causal mask.
+running maximum moves), the diagonal of a causal mask; in 14.7, shared memory without the pipeline's stages (every
+hidden configuration has two or more) and an occupancy that leaves out the registers (three of the five hidden
+configurations are limited by them).
 
 ``variants``: the same mistake made another way the task allows (float64, another call, another order); the tests
 (``tests/labs/test_lab14_variants.py``) grade each through the task's cases and expect the same failures.
 """
 from util.contract import ANSWER, Mistake
 
+CONFIGS = ("128x128x32 fp16, 3 stages", "64x256x32 fp16, 4 stages", "128x256x64 bf16, 3 stages",
+           "256x256x64 fp16, 4 stages", "64x32x32 fp16, 2 stages")
+WARPS = (8, 4, 8, 8, 4)
+SHARED = tuple(f"shared memory of {config}" for config in CONFIGS)
+OCCUPANCY = tuple(f"occupancy of {config}, {warps} warps" for config, warps in zip(CONFIGS, WARPS))
+"""Task 14.7's hidden cases, in order (``util.labs.lab14.cases_tiles``): shared memory, then occupancy."""
 OVERFLOW = "16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)"
 """Task 14.4's case that catches a softmax without the maximum (``util.labs.lab14.cases``)."""
 
@@ -117,5 +125,30 @@ MISTAKES = (
         expected_failures={"14.2": (ANSWER, "causal, 4 heads of 128 x 64 in blocks of 32",
                                     "causal, 130 queries in blocks of 32 (a last block of 2)",
                                     "causal, 2,048 queries within a memory budget smaller than one score matrix")},
+    ),
+    Mistake(
+        name="shared_memory_without_stages",
+        description="Predicts a program's shared memory as one copy of the A and B tiles, forgetting that Triton's "
+                    "pipeline keeps num_stages of them: right only at num_stages=1, and the occupancy it implies "
+                    "would be too high.",
+        replacements=(("    return num_stages * (block_m * block_k + block_k * block_n) * dtype_bytes",
+                       "    return (block_m * block_k + block_k * block_n) * dtype_bytes"),),
+        variants=(
+            (("    return num_stages * (block_m * block_k + block_k * block_n) * dtype_bytes",  # factored, another order
+              "    return dtype_bytes * block_k * (block_m + block_n)"),),
+        ),
+        expected_failures={"14.7": (ANSWER, *SHARED)},
+    ),
+    Mistake(
+        name="occupancy_without_registers",
+        description="Counts the blocks an SM holds from its shared memory, threads and block slots only: the "
+                    "registers, which limit most of these tiles, are left out, so the SM seems to hold more blocks "
+                    "and the wrong resource is named.",
+        replacements=(('        "registers": limits["registers_per_sm"] // per_warp // num_warps,\n', ""),),
+        variants=(
+            (('        "registers": limits["registers_per_sm"] // per_warp // num_warps,',  # per SM, not per block
+              '        "registers": limits["registers_per_sm"] // per_warp,'),),
+        ),
+        expected_failures={"14.7": (ANSWER, OCCUPANCY[0], OCCUPANCY[2], OCCUPANCY[4])},
     ),
 )

@@ -1,5 +1,6 @@
-"""Lab 14's figures: a kernel's traffic against its tile size (counted and closed form), and the roofline with
-the lab's kernels on it. Each returns the matplotlib ``Axes``."""
+"""Lab 14's figures: a kernel's traffic against its tile size (counted and closed form), the roofline with the
+lab's kernels on it, and what the compiler made of each tile (registers, shared memory) with the occupancy that
+follows. Each returns the matplotlib ``Axes``."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -52,4 +53,59 @@ def plot_roofline(machine: dict, kernels: Mapping[str, Mapping[str, float]],
            ylabel="TFLOP/s", title=title or "The roofline with the lab's kernels (o predicted, x measured)")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=7, loc="lower right")
+    return ax
+
+
+def plot_compiled(rows: Sequence[Mapping], limits: Mapping[str, int], title: str = "", axes=None):
+    """What the compiler made of each configuration (``rows`` as :func:`util.labs.lab14.compiled.load` gives
+    them): registers per thread (the 255 a thread may have drawn, bytes spilled written above a bar that spilled)
+    and shared memory per block (the 227 KiB a block may ask for drawn), one bar per configuration. Returns the
+    two ``Axes``."""
+    import matplotlib.pyplot as plt
+
+    from util.labs.lab14.compiled import config_name
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = [config_name(row["config"]).replace(", ", "\n", 1) for row in rows]
+    places = list(range(len(rows)))
+    registers = [row["compiled"]["registers"] for row in rows]
+    shared = [row["compiled"]["shared"] / 1024 for row in rows]
+    left, right = axes
+    left.bar(places, registers, color=["tab:red" if row["compiled"]["spills"] else "tab:blue" for row in rows])
+    left.axhline(limits["registers_per_thread"], color="black", lw=1, ls="--", label="255 registers a thread")
+    for place, row in zip(places, rows):
+        if row["compiled"]["spills"]:
+            left.annotate(f"{row['compiled']['spills']:,} B\nspilled", (place, row["compiled"]["registers"]),
+                          ha="center", va="bottom", fontsize=7)
+    left.set(ylabel="registers per thread (ptxas)", ylim=(0, 310))
+    right.bar(places, shared, color=["tab:red" if s * 1024 > limits["shared_per_block"] else "tab:green"
+                                     for s in shared])
+    right.axhline(limits["shared_per_block"] / 1024, color="black", lw=1, ls="--", label="227 KiB a block")
+    right.set(ylabel="shared memory per block (KiB, Triton)")
+    for ax in axes:
+        ax.set_xticks(places, names, rotation=60, ha="right", fontsize=7)
+        ax.grid(True, axis="y", alpha=0.2)
+        ax.legend(fontsize=8, loc="upper left")
+    left.figure.suptitle(title or "What Triton's compiler made of each tile for an H100 (red: over a limit)")
+    left.figure.tight_layout()
+    return axes
+
+
+def plot_occupancy(occupancy, shared: int, warps: Sequence[int] = (4, 8), ax=None):
+    """Warps an SM holds against registers per thread (32 to 255), for programs of each of ``warps`` warps asking
+    for ``shared`` bytes of shared memory, by ``occupancy(registers, shared, num_warps)`` (task 14.7). Returns the
+    ``Axes``."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    registers = list(range(32, 256))
+    for num_warps in warps:
+        ax.step(registers, [occupancy(r, shared, num_warps)["warps"] for r in registers], where="post",
+                label=f"{num_warps} warps a block")
+    ax.set(xlabel="registers per thread", ylabel="warps an SM holds (of 64)", ylim=(0, 66),
+           title=f"Occupancy against registers per thread ({shared / 1024:g} KiB of shared memory a block)")
+    ax.grid(True, alpha=0.2)
+    ax.legend(fontsize=8)
     return ax

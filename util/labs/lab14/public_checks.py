@@ -160,6 +160,60 @@ def _plan_consistent(answer: Any) -> str | None:
     return equal(answer["bound"], bound, "bound")
 
 
+HAND_OCCUPANCY = (
+    ((128, 48 * 1024, 8), {"blocks": 2, "warps": 16, "limited_by": ["registers"]}),
+    ((84, 16 * 1024, 4), {"blocks": 5, "warps": 20, "limited_by": ["registers"]}),
+    ((90, 100 * 1024, 4), {"blocks": 2, "warps": 8, "limited_by": ["shared"]}),
+    ((64, 230 * 1024, 4), {"blocks": 0, "warps": 0, "limited_by": ["shared"]}),
+)
+"""``occupancy(registers, shared, num_warps)`` worked out by hand in the notebook (task 14.7)."""
+
+
+def _hand_occupancy(fn) -> str | None:
+    for arguments, expected in HAND_OCCUPANCY:
+        found = fn(*arguments)
+        what = f"occupancy{arguments}"
+        problem = has_keys(found, list(expected), what)
+        if problem:
+            return problem
+        found = dict(found, limited_by=sorted(found["limited_by"]) if isinstance(found["limited_by"], (list, tuple))
+                     else found["limited_by"])
+        problem = equal(found, expected, what)
+        if problem:
+            return problem
+    return None
+
+
+def _public_table() -> list:
+    from util.labs.lab14.compiled import load
+
+    return load()
+
+
+def _shared_as_compiled(answer: Any) -> str | None:
+    from util.labs.lab14.compiled import config_name
+
+    rows = _public_table()
+    problem = has_keys(answer, ["shared", "blocks", "warps", "limited_by"])
+    if problem:
+        return problem
+    if len(answer["shared"]) != len(rows):
+        return f"shared has {len(answer['shared'])} entries; PUBLIC_CONFIGS has {len(rows)} configurations"
+    for found, row in zip(answer["shared"], rows):
+        if found != row["compiled"]["shared"]:
+            return (f"for {config_name(row['config'])} you predict {found:,} bytes of shared memory; the compiler "
+                    f"asked for {row['compiled']['shared']:,}")
+    return None
+
+
+def _warps_are_blocks(answer: Any) -> str | None:
+    rows = _public_table()
+    for blocks, warps, row in zip(answer["blocks"], answer["warps"], rows):
+        if warps != blocks * row["config"]["num_warps"]:
+            return f"{warps} warps for {blocks} blocks of {row['config']['num_warps']} warps"
+    return None
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "14.1": (
         Check("attention_costs(4, 2, 1, 2, False) as counted by hand in the notebook",
@@ -233,5 +287,16 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "BLOCK_M, then BLOCK_N", calls_function=True),
         Check("the answer's seconds and bound follow the roofline on the H100-like machine", _plan_consistent,
               "seconds = max(flops / flops per second, bytes / bandwidth); memory-bound when the second is larger"),
+    ),
+    "14.7": (
+        Check("occupancy of the four configurations worked out by hand in the notebook", _hand_occupancy,
+              "each limit is a whole number of blocks (round down); a warp's registers are r x 32 rounded up to a "
+              "multiple of 256; every block also takes the 1 KiB CUDA reserves; a block over 227 KiB fits nowhere",
+              calls_function=True),
+        Check("the answer's shared memory is the compiler's figure on every configuration of the table",
+              _shared_as_compiled, "the pipeline keeps num_stages tiles of A and of B at once: num_stages x "
+              "(BLOCK_M BLOCK_K + BLOCK_K BLOCK_N) x bytes an element"),
+        Check("the answer's warps are its blocks times num_warps", _warps_are_blocks,
+              "an SM holds whole blocks: warps = blocks x num_warps"),
     ),
 }

@@ -3,13 +3,19 @@
 Students count attention's bytes and FLOPs naive and fused (14.1), write FlashAttention's tiled forward and
 backward in PyTorch (14.2), then three Triton kernels that Triton's interpreter runs on the CPU while the course
 counts every byte they load and store (:mod:`util.labs.lab14.traffic`): a tiled matmul (14.3), a fused row
-softmax (14.4) and a FlashAttention forward (14.5); finally they choose a matmul's tile and predict its time on a
-stated GPU from the counts (14.6).
+softmax (14.4) and a FlashAttention forward (14.5); then they choose a matmul's tile and predict its time on a
+stated GPU from the counts (14.6); since release 4, they predict what an H100's compiler makes of a tile (14.7):
+its shared memory from the tile, the element type and ``num_stages``, and how many blocks and warps an SM holds
+from the registers and shared memory the compiler gave it (:mod:`util.labs.lab14.compiled`).
 
 How the grader decides, for each task (the judges are grader-only; what they do is said here):
 
 * 14.1 and 14.6: the function's values on inputs the notebook never shows, compared exactly with the course's
   (a predicted time within ``rtol=1e-9``).
+* 14.7: ``shared_bytes`` called on configurations of the course's tile kernel the notebook never shows (the
+  configuration alone), its answer compared exactly with the compiler's own figure (the solution's prediction is
+  it); ``occupancy`` called on the registers and shared memory the grader's compile of each configuration gave,
+  compiled when it wrote its references (the student's figures are never used), compared exactly.
 * 14.2: ``FlashAttention`` is saved (pickled by value) and run again by the grader, forward and backward, in a
   process of its own that may start no process, write no file and give back nothing it has mapped; the grader
   reads that process's peak resident memory from outside, and it may rise at most 12 MiB above what the process
@@ -26,6 +32,7 @@ How the grader decides, for each task (the judges are grader-only; what they do 
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
@@ -40,6 +47,10 @@ PLAN = ("block", "bytes", "flops", "seconds", "bound")
 TILED = Tolerance(rtol=1e-4, atol=1e-5)
 """14.2: O and the gradients within 1e-4 of float64 (relative to the largest element; float32 tiles land near
 4e-7); the answer's errors within atol=1e-5 of the course's."""
+TILE = ("shared", "blocks", "warps", "limited_by")
+"""The keys of task 14.7's answer: lists, one entry per configuration of ``compiled.PUBLIC_CONFIGS``."""
+RESOURCES = ("registers", "shared", "threads", "blocks")
+"""What may limit the blocks an SM holds (task 14.7's ``limited_by``)."""
 PREDICTED = Tolerance(rtol=1e-9)
 """14.6: a predicted time is a quotient of exact integers; only the last bits of a float may differ."""
 
@@ -123,6 +134,54 @@ def _plan(fn: Callable, spec: Mapping[str, Any]) -> Any:
             "seconds": float(found["seconds"]), "bound": str(found["bound"])}
 
 
+def _notebook_function(fn: Callable, name: str) -> Callable:
+    """The notebook's function ``name``, found where the task's function ``fn`` was defined."""
+    found = getattr(fn, "__globals__", {}).get(name)
+    if not callable(found):
+        raise NameError(f"the grader calls {name}() in this case, and the notebook defines no function of that name "
+                        f"next to {getattr(fn, '__name__', 'the task function')}(); keep the names the notebook gives")
+    return found
+
+
+def _whole(value: Any, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{what} is a {type(value).__name__}; it must be an int")
+    return int(value)
+
+
+def tile_shared(shared: Any) -> dict:
+    """What a task 14.7 case records of ``shared_bytes``'s answer: ``{"shared": bytes}``, checked for its type."""
+    return {"shared": _whole(shared, "shared_bytes's answer")}
+
+
+def tile_occupancy(occupied: Any) -> dict:
+    """What a task 14.7 case records of ``occupancy``'s answer: ``{"blocks", "warps", "limited_by"}``, checked for
+    their types; ``limited_by`` sorted."""
+    if not isinstance(occupied, Mapping) or sorted(occupied) != ["blocks", "limited_by", "warps"]:
+        raise ValueError("occupancy must return a dict with keys blocks, warps, limited_by; it returned "
+                         f"{sorted(occupied) if isinstance(occupied, Mapping) else type(occupied).__name__}")
+    limited = occupied["limited_by"]
+    if not isinstance(limited, (list, tuple)) or not limited or any(r not in RESOURCES for r in limited):
+        raise ValueError(f"limited_by is {limited!r}; expected a list of the limits that decide the blocks, "
+                         f"each one of {', '.join(RESOURCES)}")
+    return {"blocks": _whole(occupied["blocks"], "blocks"), "warps": _whole(occupied["warps"], "warps"),
+            "limited_by": sorted(set(limited))}
+
+
+def _tile(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """A shared-memory case calls ``shared_bytes`` on a configuration; an occupancy case calls ``occupancy``
+    (``fn``) on the registers and shared memory the grader's compiler gave a configuration (the case's spec)."""
+    from util.labs.lab14.compiled import DTYPES
+
+    if spec["part"] == "shared":
+        return tile_shared(_notebook_function(fn, "shared_bytes")(tuple(spec["block"]), DTYPES[spec["dtype"]],
+                                                                  int(spec["num_stages"])))
+    if spec["registers"] is None:
+        raise RuntimeError("the grader has no compiler figures for this configuration (a course error: "
+                           "`python -m util.labs.lab14.compiled --write`)")
+    return tile_occupancy(fn(int(spec["registers"]), int(spec["shared"]), int(spec["num_warps"])))
+
+
 def _parameters() -> dict[str, tuple[str, ...]]:
     from util.labs.lab14.launch import FLASH_PARAMETERS, MATMUL_PARAMETERS, SOFTMAX_PARAMETERS
 
@@ -148,6 +207,68 @@ WRITTEN = {
 points came out of their task's exported answer."""
 
 
+TASKS = (
+    Task(
+        id="14.1", title="Attention's bytes and FLOPs", answer_points=4,
+        answer="attention_costs(1024, 64, 12, 64, True): {'scores_bytes', 'naive_bytes', 'flash_bytes', "
+               "'naive_flops', 'flash_flops'} (ints)",
+        keys=COSTS, function="attention_costs", run_case=_costs, checks=CHECKS["14.1"], hidden_points=4,
+    ),
+    Task(
+        id="14.2", title="Tiled attention forward and backward in PyTorch", answer_points=4,
+        answer="{'o_error', 'dq_error', 'dk_error', 'dv_error'}: max|yours - float64| / max|float64| on the "
+               "notebook's causal example",
+        keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
+        function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
+        checks=CHECKS["14.2"], hidden_points=12, judged=("function", "memory"),
+    ),
+    Task(
+        id="14.3", title="A Triton tiled matmul", answer_points=4,
+        answer="{'loaded_bytes': [at tiles 32, 64, 128 and 128 x 32], 'stored_bytes': int, 'correct': bool} "
+               "for the 128 x 128 x 128 product",
+        keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
+        function="matmul_kernel", run_case=_kernel("matmul", "matmul_kernel", _PARAMETERS["matmul"]),
+        grader_check=f"{JUDGE}:check_matmul", checks=CHECKS["14.3"], hidden_points=14,
+        judged=("function", "kernel"),
+    ),
+    Task(
+        id="14.4", title="A fused Triton softmax", answer_points=3,
+        answer="{'loaded_bytes': int, 'stored_bytes': int, 'correct': bool} for the 64 x 1000 matrix",
+        keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
+        function="softmax_kernel", run_case=_kernel("softmax", "softmax_kernel", _PARAMETERS["softmax"]),
+        grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
+        judged=("function", "kernel"),
+    ),
+    Task(
+        id="14.5", title="A Triton FlashAttention forward", answer_points=1, written=WRITTEN["14.5"],
+        answer="{'loaded_bytes': [at blocks 32, 64, 128], 'stored_bytes': int, 'correct': bool, "
+               "'causal_correct': bool} for one head of 192 x 32",
+        keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
+        function="flash_kernel", run_case=_kernel("flash", "flash_kernel", _PARAMETERS["flash"]),
+        grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,
+        judged=("function", "kernel"),
+    ),
+    Task(
+        id="14.6", title="The best tile and predicted GPU time", answer_points=2, written=WRITTEN["14.6"],
+        answer="plan_matmul(4096, 4096, 4096, H100): {'block': [BLOCK_M, BLOCK_N, BLOCK_K], 'bytes': int, "
+               "'flops': int, 'seconds': float, 'bound': 'memory' or 'compute'}",
+        keys=PLAN, tolerance=PREDICTED, function="plan_matmul", run_case=_plan, checks=CHECKS["14.6"],
+        hidden_points=8,
+    ),
+    Task(
+        id="14.7", title="What the compiler makes of a tile", answer_points=2, since=4,
+        answer="{'shared': [bytes], 'blocks': [int], 'warps': [int], 'limited_by': [[resources]]}, one entry per "
+               "configuration of PUBLIC_CONFIGS, in order",
+        keys=TILE, tolerance=EXACT, function="occupancy", run_case=_tile, checks=CHECKS["14.7"],
+        hidden_points=10,
+    ),
+)
+"""The tasks of the current release (4), in notebook order."""
+
+BEFORE_4 = {"14.1": (4, 8), "14.2": (4, 16), "14.6": (2, 12)}
+"""Task id -> (answer points, hidden points) as releases 1 to 3 declared them: release 4's task 14.7 took its
+points from these tasks, each hidden case keeping its share (``Lab.with_cases``)."""
+
 LAB = Lab(
     name=LAB_NAME,
     title="Attention and GPU kernels without a GPU",
@@ -171,54 +292,15 @@ LAB = Lab(
                 "memory is now the peak resident memory the grader measures, at most 12 MiB above what the "
                 "process held before your code ran.",
                 marker="overflow an exponential of the raw values even in float64"),
+        Release(4, "2026-12-02", "A new task: 14.7, what an H100's compiler makes of a tile. The course compiled its "
+                "tile kernel with Triton for an H100 (registers and spills from ptxas, shared memory from Triton); you "
+                "predict its shared memory from the tile, the element type and num_stages, and the blocks and warps "
+                "an SM holds from the registers and shared memory it needs, under H100's stated limits. Its 12 points "
+                "come from tasks 14.1 (4), 14.2 (4) and 14.6 (4); a notebook of an earlier release is graded as it "
+                "was.",
+                marker="keeps num_stages copies of the A tile and the B tile",
+                previous=tuple(replace(task, answer_points=BEFORE_4[task.id][0], hidden_points=BEFORE_4[task.id][1])
+                               for task in TASKS if task.id in BEFORE_4)),
     ),
-    tasks=(
-        Task(
-            id="14.1", title="Attention's bytes and FLOPs", answer_points=4,
-            answer="attention_costs(1024, 64, 12, 64, True): {'scores_bytes', 'naive_bytes', 'flash_bytes', "
-                   "'naive_flops', 'flash_flops'} (ints)",
-            keys=COSTS, function="attention_costs", run_case=_costs, checks=CHECKS["14.1"], hidden_points=8,
-        ),
-        Task(
-            id="14.2", title="Tiled attention forward and backward in PyTorch", answer_points=4,
-            answer="{'o_error', 'dq_error', 'dk_error', 'dv_error'}: max|yours - float64| / max|float64| on the "
-                   "notebook's causal example",
-            keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
-            function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
-            checks=CHECKS["14.2"], hidden_points=16, judged=("function", "memory"),
-        ),
-        Task(
-            id="14.3", title="A Triton tiled matmul", answer_points=4,
-            answer="{'loaded_bytes': [at tiles 32, 64, 128 and 128 x 32], 'stored_bytes': int, 'correct': bool} "
-                   "for the 128 x 128 x 128 product",
-            keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
-            function="matmul_kernel", run_case=_kernel("matmul", "matmul_kernel", _PARAMETERS["matmul"]),
-            grader_check=f"{JUDGE}:check_matmul", checks=CHECKS["14.3"], hidden_points=14,
-            judged=("function", "kernel"),
-        ),
-        Task(
-            id="14.4", title="A fused Triton softmax", answer_points=3,
-            answer="{'loaded_bytes': int, 'stored_bytes': int, 'correct': bool} for the 64 x 1000 matrix",
-            keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
-            function="softmax_kernel", run_case=_kernel("softmax", "softmax_kernel", _PARAMETERS["softmax"]),
-            grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
-            judged=("function", "kernel"),
-        ),
-        Task(
-            id="14.5", title="A Triton FlashAttention forward", answer_points=1, written=WRITTEN["14.5"],
-            answer="{'loaded_bytes': [at blocks 32, 64, 128], 'stored_bytes': int, 'correct': bool, "
-                   "'causal_correct': bool} for one head of 192 x 32",
-            keys=("loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
-            function="flash_kernel", run_case=_kernel("flash", "flash_kernel", _PARAMETERS["flash"]),
-            grader_check=f"{JUDGE}:check_flash", checks=CHECKS["14.5"], hidden_points=18,
-            judged=("function", "kernel"),
-        ),
-        Task(
-            id="14.6", title="The best tile and predicted GPU time", answer_points=2, written=WRITTEN["14.6"],
-            answer="plan_matmul(4096, 4096, 4096, H100): {'block': [BLOCK_M, BLOCK_N, BLOCK_K], 'bytes': int, "
-                   "'flops': int, 'seconds': float, 'bound': 'memory' or 'compute'}",
-            keys=PLAN, tolerance=PREDICTED, function="plan_matmul", run_case=_plan, checks=CHECKS["14.6"],
-            hidden_points=12,
-        ),
-    ),
+    tasks=TASKS,
 )
