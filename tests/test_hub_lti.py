@@ -33,12 +33,8 @@ from lti_platform import CLIENT_ID, DEPLOYMENT_ID, ISSUER, Server, launch
 HUB_DIR = Path(__file__).resolve().parent.parent / "docker" / "hub"
 PYTHON = os.environ.get("COURSE_HUB_PYTHON", "")
 
-CONFIG = """
-import sys
-sys.path.insert(0, {hub_dir!r})
+NO_PROXY = """
 from jupyterhub.proxy import Proxy
-from lti_login import beside
-from nativeauthenticator import NativeAuthenticator
 
 
 class NoProxy(Proxy):
@@ -52,8 +48,16 @@ class NoProxy(Proxy):
         pass
 
     async def get_all_routes(self):
-        return {{}}
+        return {}
+"""
+"""A proxy class for both configurations below (configurable-http-proxy is not started here)."""
 
+CONFIG = """
+import sys
+sys.path.insert(0, {hub_dir!r})
+from lti_login import beside
+from nativeauthenticator import NativeAuthenticator
+{no_proxy}
 
 c.JupyterHub.proxy_class = NoProxy
 c.JupyterHub.hub_ip = "127.0.0.1"
@@ -85,21 +89,7 @@ def _free_port() -> int:
 
 COURSE_CONFIG = """
 load_subconfig({real!r})   # the class server's own configuration, as hub.sh runs it
-from jupyterhub.proxy import Proxy
-
-
-class NoProxy(Proxy):
-    should_start = False
-
-    async def add_route(self, routespec, target, data):
-        pass
-
-    async def delete_route(self, routespec):
-        pass
-
-    async def get_all_routes(self):
-        return {{}}
-
+{no_proxy}
 
 c.JupyterHub.proxy_class = NoProxy   # no configurable-http-proxy here: the test talks to the hub's port
 c.JupyterHub.hub_port = {hub_port}
@@ -149,7 +139,7 @@ def hub(tmp_path_factory):
     def write(hub_port, platform):
         (folder / "config.py").write_text(CONFIG.format(
             hub_dir=str(HUB_DIR), hub_port=hub_port, public_port=_free_port(), folder=folder, issuer=ISSUER,
-            client_id=CLIENT_ID, platform=platform.url))
+            client_id=CLIENT_ID, platform=platform.url, no_proxy=NO_PROXY))
 
     yield from _running_hub(folder, write, {})
 
@@ -164,7 +154,7 @@ def course_hub(tmp_path_factory):
             "issuer": ISSUER, "client_id": CLIENT_ID, "authorize_url": platform.url + "/authorize",
             "jwks_url": platform.url + "/jwks", "user_id_column": "canvas_id", "uri_scheme": "http"}))
         (folder / "config.py").write_text(COURSE_CONFIG.format(real=str(HUB_DIR / "jupyterhub_config.py"),
-                                                               hub_port=hub_port))
+                                                               hub_port=hub_port, no_proxy=NO_PROXY))
 
     yield from _running_hub(folder, write, {
         "COURSE_HUB_STATE": str(folder), "COURSE_HUB_IP": "127.0.0.1", "COURSE_HUB_PORT": str(_free_port()),
