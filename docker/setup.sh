@@ -4,6 +4,7 @@
 #
 #   docker/setup.sh [VENV]                        # default VENV: .venv in the repository root
 #   docker/setup.sh --requirements-only [VENV]    # the first half: the pinned packages only
+#   docker/setup.sh --hub VENV                    # the class server's Python (docker/hub/requirements.txt)
 #
 # Creates a virtual environment with the Python found as `python3` (3.11), unless VENV already
 # is one, then installs the pinned requirements and this repository (editable, so `util` and
@@ -15,7 +16,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ONLY_REQUIREMENTS=""
+HUB=""
 if [ "${1:-}" = "--requirements-only" ]; then ONLY_REQUIREMENTS=1; shift; fi
+if [ "${1:-}" = "--hub" ]; then HUB=1; shift; fi
 VENV="${1:-.venv}"
 version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ "$version" != "3.11" ]; then
@@ -25,6 +28,14 @@ fi
 
 if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
+fi
+if [ -n "$HUB" ]; then
+    # JupyterHub and its pinned companions, apart from the course's packages (CI's tests/test_hub_lti.py runs a
+    # real hub with it; docker/hub/Dockerfile installs the same file the same way): every package is pinned, so
+    # --no-deps, then pip check that nothing is missing
+    "$VENV/bin/python" -m pip install --progress-bar off --no-deps -r docker/hub/requirements.txt
+    "$VENV/bin/python" -m pip check
+    exit 0
 fi
 if [ -n "$ONLY_REQUIREMENTS" ]; then
     "$VENV/bin/python" -m pip install --progress-bar off -r requirements.txt

@@ -102,8 +102,17 @@ def test_student_image_holds_no_solution_reference_or_example(student_files):
     forbidden = [s for s in sources if s.startswith(("solutions/", "grader/references/", "grader/examples/",
                                                      "tests/", "benchmarks/")) or s.endswith("/mistakes.py")]
     assert forbidden == []
-    json_files = [s for s in sources if s.endswith(".json")]
-    assert json_files == ["docker/jupyter/overrides.json"], "no JSON file (references, answers) belongs there"
+    json_files = sorted(s for s in sources if s.endswith(".json"))
+    assert [s for s in json_files if not public_json(s)] == [], "no JSON file (references, answers) belongs there"
+    assert "docker/jupyter/overrides.json" in json_files and "grader/panel/labextension/package.json" in json_files
+
+
+def public_json(path: str) -> bool:
+    """Whether a JSON file may be in a student's copy: JupyterLab's settings, the course panel's extension
+    (its package metadata and licences), and a lab's public data named ``*_public.json`` (lab 14's compiler
+    figures for the notebook). References, answers and hidden cases are JSON too and never are."""
+    return (path.startswith(("docker/jupyter/", "grader/panel/labextension/", "grader/panel/frontend/"))
+            or re.fullmatch(r"util/labs/lab\d+/[a-z0-9_]+_public\.json", path) is not None)
 
 
 def test_no_student_file_contains_solution_code(student_files, student_copy):

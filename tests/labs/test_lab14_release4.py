@@ -18,7 +18,7 @@ from lab14_solution import namespace
 
 from grader.core import releases
 from grader.grade.submission import grade_submission
-from util.labs import get_lab
+from util.labs import get_lab, grader_only
 from util.labs.lab14 import compiled
 from util.labs.lab14.cases_tiles import TILE_CONFIGS
 from util.labs.lab14.public_checks import CHECKS, HAND_OCCUPANCY
@@ -32,6 +32,16 @@ PUBLIC = compiled.load()
 
 def _shared(ns, config) -> int:
     return ns["shared_bytes"](tuple(config["block"]), compiled.DTYPES[config["dtype"]], config["num_stages"])
+
+
+def test_the_students_compiler_table_shows_none_of_the_hidden_configurations():
+    """compiled_public.json goes to every student (tests/test_release.py); the hidden cases' configurations and
+    the compiler's figures for them are in the grader-only cases_compiled.json only."""
+    key = lambda e: json.dumps(e["config"], sort_keys=True)  # noqa: E731
+    assert len(PUBLIC) == 10 and len(HIDDEN) == 5
+    assert {key(e) for e in PUBLIC}.isdisjoint({key(e) for e in HIDDEN})
+    assert grader_only(compiled.HIDDEN_FILE.relative_to(compiled.HERE)) and not grader_only(
+        compiled.PUBLIC_FILE.relative_to(compiled.HERE))
 
 
 # ---------------------------------------------------------------- the release
