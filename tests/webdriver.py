@@ -87,6 +87,11 @@ def browser(tmp_path):
         options = {"binary": str(CHROMIUM), "args": [*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}"]}
         web.session = web.call("POST", "/session", {"capabilities": {"alwaysMatch": {
             "browserName": "chrome", "goog:chromeOptions": options}}})["sessionId"]
+        # a headless window never has the focus (Chromium 150: document.hasFocus() is false), and JupyterLab
+        # takes its current widget (shell.currentWidget, the notebook commands' target) from focus events:
+        # emulate a focused page, as a student's browser window is
+        web.call("POST", f"/session/{web.session}/goog/cdp/execute",
+                 {"cmd": "Emulation.setFocusEmulationEnabled", "params": {"enabled": True}})
         yield web
     finally:
         if web.session:
