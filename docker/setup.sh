@@ -18,7 +18,11 @@ cd "$(dirname "$0")/.."
 ONLY_REQUIREMENTS=""
 HUB=""
 if [ "${1:-}" = "--requirements-only" ]; then ONLY_REQUIREMENTS=1; shift; fi
-if [ "${1:-}" = "--hub" ]; then HUB=1; shift; fi
+if [ "${1:-}" = "--hub" ]; then
+    HUB=1; shift
+    # never into the course's own environment: the hub's pins are not the course's
+    if [ -z "${1:-}" ]; then echo "setup.sh: --hub needs a VENV of its own, e.g. build/hubvenv" >&2; exit 2; fi
+fi
 VENV="${1:-.venv}"
 version="$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 if [ "$version" != "3.11" ]; then

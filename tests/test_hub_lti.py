@@ -10,9 +10,8 @@ hub's own port: no configurable-http-proxy, no Docker, no student's server); and
 cookies), the platform's form posted back to the hub's launch URL. A roster student signs in as their
 ``student_id``; a bad signature, an expired id_token and an LMS user the roster does not know are refused.
 
-Needs ``COURSE_HUB_PYTHON``: a Python with ``docker/hub/requirements.txt`` installed (``docker/setup.sh --hub V``, as CI's
-step 1d does); skipped without it. Not done here: headless
-Chromium, the hub's images, a student's server.
+Needs ``COURSE_HUB_PYTHON``: a Python with ``docker/hub/requirements.txt`` installed (``docker/setup.sh --hub V``,
+as CI's step 1d does); skipped without it. Not done here: headless Chromium, the hub's images, a student's server.
 """
 from __future__ import annotations
 
