@@ -14,7 +14,7 @@ from grader.core.notebook import cell_tasks, headings, read
 
 
 def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = (),
-                       edit: Callable[[str], str] | None = None) -> dict:
+                       edit: Callable[[str], str] | None = None, allow_errors: bool = False) -> dict:
     """Run part of a lab's *solution* notebook in this process and return its namespace.
 
     Executes, in a fresh namespace, the code cells before the first task heading (imports,
@@ -29,7 +29,10 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
     source is registered with ``linecache`` under the cell's name, as IPython registers a notebook's cells, so
     that what reads a function's source (``inspect.getsource``, Triton's interpreter) works on what it defines.
     A task id the notebook has no heading for raises ``KeyError``. ``edit`` rewrites each code cell's source
-    before it runs (the attack kit's hostile variants of the solution: ``tests/attack_kit.py``).
+    before it runs (the attack kit's hostile variants of the solution: ``tests/attack_kit.py``). With
+    ``allow_errors`` a cell that raises is left where it raised and the next cell runs, as the grader runs a
+    student's notebook (a mistake's variant may break one of the notebook's own demonstrations); the errors are
+    listed in the namespace's ``__cell_errors__``.
     """
     import contextlib
     import io
@@ -49,6 +52,7 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
         raise KeyError(f"solutions/{lab.notebook} has no task {', '.join(sorted(wanted - known))}; "
                        f"its tasks are {', '.join(sorted(known))}")
     namespace: dict = {"__name__": f"solution_{lab_name}"}
+    errors: list[str] = []
     previous = os.environ.get(OUTPUT_DIR_ENV)
     with tempfile.TemporaryDirectory(prefix=f"solution-{lab_name}-") as scratch:
         os.environ[OUTPUT_DIR_ENV] = scratch
@@ -62,10 +66,17 @@ def solution_namespace(lab_name: str, task_ids: tuple[str, ...] | list[str] = ()
                         filename = f"<{lab.notebook} cell {index}>" if edit is None else \
                             f"<{lab.notebook} cell {index}, edited by {getattr(edit, '__qualname__', 'an edit')} {id(edit):x}>"
                         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-                        exec(compile(source, filename, "exec"), namespace)
+                        try:
+                            exec(compile(source, filename, "exec"), namespace)
+                        except Exception as exc:
+                            if not allow_errors:
+                                raise
+                            errors.append(f"{filename}: {type(exc).__name__}: {exc}")
         finally:
             if previous is None:
                 os.environ.pop(OUTPUT_DIR_ENV, None)
             else:
                 os.environ[OUTPUT_DIR_ENV] = previous
+    if allow_errors:
+        namespace["__cell_errors__"] = errors
     return namespace

@@ -58,6 +58,11 @@ MISTAKES = (
     return clock() - start"""),),
         expected_failures={"11.1": (ANSWER, "best_time, scripted: a cold start and a noisy neighbour",
                                     "best_time, scripted: no warm-up, 3 runs")},
+        variants=(
+            (("    for _ in range(warmup):\n        fn()\n    best = math.inf\n    for _ in range(runs):\n"
+              "        start = clock()\n        fn()\n        best = min(best, clock() - start)\n    return best",
+              "    import timeit\n    return timeit.timeit(fn, number=1, timer=clock)   # one call, cold"),),
+        ),
     ),
     Mistake(
         name="ort_default_level",

@@ -33,6 +33,10 @@ MISTAKES = (
                                     "an MLP with a frozen first layer, momentum",
                                     "DigitsCNN at batch 16 (BatchNorm in train mode), Adam",
                                     "a weight two layers share, Adam")},
+        variants=(
+            (("storages[storage.data_ptr()] = storage.nbytes()",
+              "storages[len(storages)] = storage.nbytes()   # each saved tensor's storage, every time"),),
+        ),
     ),
     Mistake(
         name="adam_state_1x",

@@ -49,6 +49,11 @@ MISTAKES = (
         expected_failures={"17.1": (ANSWER, MOE_1, MOE_2, MOE_3),
                            "17.5": (ANSWER, PLAN_3),
                            "17.6": (ANSWER, SERVE_2)},
+        variants=(
+            (("    d = cfg.d_model\n    if cfg.attention == \"mla\":",
+              "    cfg = type(cfg)(**{**vars(cfg), \"n_shared\": 0})   # the shared experts left out\n"
+              "    d = cfg.d_model\n    if cfg.attention == \"mla\":"),),
+        ),
     ),
     Mistake(
         name="capacity_per_batch",
@@ -116,5 +121,9 @@ MISTAKES = (
             ("/ (1 - bubble) / 86400", "/ 86400"),
         ),
         expected_failures={"17.5": (ANSWER, PLAN_1, PLAN_2, PLAN_3, PLAN_4)},
+        variants=(
+            (("days = flops / (plan.gpus * gpu.peak_flops * plan.utilisation) / (1 - bubble) / 86400",
+              "days = flops / plan.gpus / (gpu.peak_flops * plan.utilisation) / 86400"),),
+        ),
     ),
 )

@@ -17,6 +17,10 @@ MISTAKES = (
             'counts = Counter(node.op_type for node in model.graph.node if node.op_type != "Constant")',
         ),),
         expected_failures={"2.1": (ANSWER, TINY)},
+        variants=(
+            (("counts = Counter(node.op_type for node in model.graph.node)",
+              "counts = Counter(node.op_type for node in model.graph.node if len(node.input) > 0)"),),
+        ),
     ),
     Mistake(
         name="int64_as_four_bytes",
@@ -26,6 +30,10 @@ MISTAKES = (
             '"bytes": math.prod(shape) * 4}',
         ),),
         expected_failures={"2.2": ("tiny_shape_graph nodes",)},
+        variants=(
+            (('"bytes": math.prod(shape) * dtype.itemsize}',
+              '"bytes": math.prod(shape) * np.dtype(np.float32).itemsize}'),),
+        ),
     ),
     Mistake(
         name="attribute_strings_with_str",
@@ -36,6 +44,9 @@ MISTAKES = (
             "return str(value)",
         ),),
         expected_failures={"2.2": ("tiny_shape_graph nodes",)},
+        variants=(
+            (("return value.decode()", "return repr(value)"),),
+        ),
     ),
     Mistake(
         name="bandwidth_first_input_only",
@@ -46,6 +57,11 @@ MISTAKES = (
             "read = sum(sizes[name] for name in node.input[:1] if name)",
         ),),
         expected_failures={"2.3": (ANSWER, "resnet18", TINY)},
+        variants=(
+            (("read = sum(sizes[name] for name in node.input if name)",
+              "read = sum(sizes[name] for name in node.input  # the activations only\n"
+              "                   if name and name not in {init.name for init in model.graph.initializer})"),),
+        ),
     ),
     Mistake(
         name="liveness_first_consumer",
@@ -55,5 +71,9 @@ MISTAKES = (
             "dies.setdefault(name, step)           # freed after its first consumer",
         ),),
         expected_failures={"2.4": (ANSWER, "resnet18", TINY)},
+        variants=(
+            (("                dies[name] = step                     # the last consumer wins",
+              "                dies[name] = min(dies.get(name, step), step)   # the first consumer"),),
+        ),
     ),
 )

@@ -20,6 +20,10 @@ MISTAKES = (
                                    "45x77x29 both transposed, bounds 8x24x16"),
                            "3.3": (ANSWER, "gemm_chain, bounds 64x64x64", "gemm_chain, bounds 4x8x16",
                                    "alexnet, bounds 64x64x64")},
+        variants=(
+            (("return [min(bound, total - i * bound) for i in range(count)]",
+              "return [bound for _ in range(0, total, bound)]   # every tile full"),),
+        ),
     ),
     Mistake(
         name="m_bound_for_every_dimension",
@@ -31,5 +35,9 @@ MISTAKES = (
         ),),
         expected_failures={"3.2": (ANSWER, "33x65x17 transA, bounds 16x32x8",
                                    "50x40x30 transB alpha beta, bounds 32x16x8")},
+        variants=(
+            (("    bm, bk, bn = bounds\n    ms, ks, ns",
+              "    bm = bk = bn = min(bounds[0], bounds[0])   # one bound for every dimension\n    ms, ks, ns"),),
+        ),
     ),
 )

@@ -13,6 +13,10 @@ MISTAKES = (
         replacements=(("scale = gamma / torch.sqrt(var + bn.eps)", "scale = gamma / torch.sqrt(var + 1e-5)"),),
         expected_failures={"5.1": ("grouped, stride 2, BN eps 1e-3",),
                            "5.2": ("mobilenet_v3_small (BN eps 1e-3)",)},
+        variants=(
+            (("scale = gamma / torch.sqrt(var + bn.eps)",
+              "scale = gamma * torch.rsqrt(var + nn.BatchNorm2d(1).eps)   # the default eps"),),
+        ),
     ),
     Mistake(
         name="conv_bias_ignored",
@@ -23,6 +27,9 @@ MISTAKES = (
         expected_failures={"5.1": ("conv with a bias", "reflect padding, 3x5 kernel, a bias"),
                            "5.2": ("course net: a shared conv output, a BN after a pool",),
                            "5.5": ("course net with a shared conv output, 8x3x32x32",)},
+        variants=(
+            (("folded.bias.copy_(beta + (own_bias - mean) * scale)", "folded.bias.copy_(beta - mean * scale)"),),
+        ),
     ),
     Mistake(
         name="shared_conv_folded",
@@ -32,6 +39,9 @@ MISTAKES = (
                        "would change it there\n            continue\n", ""),),
         expected_failures={"5.2": ("course net: a shared conv output, a BN after a pool",),
                            "5.5": ("course net with a shared conv output, 8x3x32x32",)},
+        variants=(
+            (("if len(source.users) != 1:", "if len(source.users) < 1:"),),
+        ),
     ),
     Mistake(
         name="relu_modules_only",
@@ -42,5 +52,9 @@ MISTAKES = (
                       ("    return node.op == \"call_method\" and node.target == \"relu\"\n", "    return False\n")),
         expected_failures={"5.3": ("course net: relu(add) written five ways",),
                            "5.5": ("course net with a shared conv output, 8x3x32x32",)},
+        variants=(
+            (("    if node.op == \"call_module\":\n        return isinstance(gm.get_submodule(node.target), nn.ReLU)\n",
+              "    return node.op == \"call_module\" and isinstance(gm.get_submodule(node.target), nn.ReLU)\n"),),
+        ),
     ),
 )

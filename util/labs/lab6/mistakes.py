@@ -17,6 +17,10 @@ MISTAKES = (
             "    return [name for name in candidates if sufficient([name])]",
         ),),
         expected_failures={"6.5": ("ln_first",)},
+        variants=(
+            (("    return ddmin(list(candidates), sufficient)",
+              "    return next(([name] for name in candidates if sufficient([name])), [])   # the first pass alone"),),
+        ),
     ),
     Mistake(
         name="mre_without_zero_branch",
@@ -27,6 +31,10 @@ MISTAKES = (
             "    terms = diff / (np.abs(ref64) + 1e-8)",
         ),),
         expected_failures={"6.2": ("zeros in ref",)},
+        variants=(
+            (("    terms = np.where(ref64 == 0, diff, diff / (np.abs(ref64) + 1e-8))",
+              "    terms = diff / np.maximum(np.abs(ref64), 1e-8)"),),
+        ),
     ),
     Mistake(
         name="uniform_random_search",
@@ -37,5 +45,9 @@ MISTAKES = (
             "        x = rng.uniform(low, high, shape).astype(np.float32)",
         ),),
         expected_failures={"6.3": ("ln_first in [0, 1]", "ln_wide in [-100, 100]", "ln_narrow in [-1, 1]")},
+        variants=(
+            (("        x = ill_conditioned(rng, shape, low, high)",
+              "        x = (low + (high - low) * rng.random(shape)).astype(np.float32)"),),
+        ),
     ),
 )

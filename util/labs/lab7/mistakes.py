@@ -17,6 +17,13 @@ MISTAKES = (
         ),
         expected_failures={"7.2": (ANSWER, "mixer", "ResNet-18, conv1 and fc excluded"),
                            "7.3": (ANSWER, "mixer, parameters in float16")},
+        variants=(
+            (("            if need not in cast_of:\n                cast_of[need] = f\"{t}_{need}\"\n"
+              "                add_cast(stored, cast_of[need], t, need)\n            nodes[k].input[j] = cast_of[need]\n",
+              "            if (need, k) not in cast_of:   # one Cast per reading node\n"
+              "                cast_of[need, k] = f\"{t}_{need}_{k}\"\n"
+              "                add_cast(stored, cast_of[need, k], t, need)\n            nodes[k].input[j] = cast_of[need, k]\n"),),
+        ),
     ),
     Mistake(
         name="attribute_default_ignored",
@@ -27,6 +34,10 @@ MISTAKES = (
              "    return None  # left out: no value to compare\n    schema = onnx.defs.get_schema(node.op_type, OPSET)\n"),
         ),
         expected_failures={"7.1": ("mixer, default lists",), "7.2": ("mixer",), "7.3": ("mixer, parameters in float16",)},
+        variants=(
+            (("    default = schema.attributes[name].default_value if name in schema.attributes else None\n",
+              "    default = None   # only what the node sets\n"),),
+        ),
     ),
     Mistake(
         name="emulator_rounds_casts_only",
@@ -39,5 +50,9 @@ MISTAKES = (
         expected_failures={"7.4": (ANSWER, "RMS chain, all float16", "toy in mixed precision",
                                    "ResNet-18, all float16"),
                            "7.5": (ANSWER, "RMS chain", "gate")},
+        variants=(
+            (("rounded = [t for t in node.output if types.get(t) == TensorProto.FLOAT16]",
+              "rounded = [t for t in node.output if node.op_type == \"Cast\" and types.get(t) == TensorProto.FLOAT16]"),),
+        ),
     ),
 )

@@ -33,6 +33,12 @@ MISTAKES = (
                     "ResNet-18 a block's input is overwritten while its Add still needs it.",
         replacements=(("last_reader[name] = step", "last_reader.setdefault(name, step)"),),
         expected_failures={"8.2": ("residual_mlp@128", "resnet18@1x3x64x64")},
+        variants=(
+            (("    for step, node in enumerate(model.graph.node):\n        for name in node.input:\n"
+              "            last_reader[name] = step\n",
+              "    for step, node in reversed(list(enumerate(model.graph.node))):\n        for name in node.input:\n"
+              "            last_reader[name] = step   # walked backwards: the first reader is written last\n"),),
+        ),
     ),
     Mistake(
         name="in_place_reuse",
@@ -49,6 +55,10 @@ MISTAKES = (
                     "dimension'. Only the op zoo has such a Reshape.",
         replacements=(("dims = [x[i] if d == 0 else d for i, d in enumerate(target)]", "dims = list(target)"),),
         expected_failures={"8.1": ("op_zoo",)},
+        variants=(
+            (("dims = [x[i] if d == 0 else d for i, d in enumerate(target)]",
+              "dims = list(np.empty(x, dtype=np.int8).reshape(target).shape)   # numpy's reshape: 0 is 0"),),
+        ),
     ),
     Mistake(
         name="kernel_adds_into_c",

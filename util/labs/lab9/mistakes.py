@@ -57,6 +57,10 @@ MISTAKES = (
         replacements=(("    return np.where(carry, M0 // 2, M0), 31 - (exponent.astype(np.int64) + carry)\n",
                        "    return M0.astype(np.int32), 31 - exponent.astype(np.int64)\n"),),
         expected_failures={"9.3": (INTEGER_CASES[2],)},
+        variants=(
+            (("    M0 = np.rint(mantissa * 2.0 ** 31).astype(np.int64)\n",
+              "    M0 = np.rint(mantissa * 2.0 ** 31).astype(np.int32)   # 2^31 does not fit\n"),),
+        ),
     ),
     Mistake(
         name="range_not_widened",
@@ -78,6 +82,11 @@ MISTAKES = (
                        "                            float(np.mean([np.percentile(v.numpy(), p) for v in parts])))"),),
         expected_failures={"9.2": (ANSWER, "one outlier pixel, percentile 99.99",
                                    "batches of 50, 7 and 1 images, in-place ReLUs, percentile 99.9")},
+        variants=(
+            (("            ranges[name] = (float(np.percentile(every, 100 - p)), float(np.percentile(every, p)))",
+              "            ranges[name] = (float(torch.stack([torch.quantile(v, (100 - p) / 100) for v in parts]).mean()),\n"
+              "                            float(torch.stack([torch.quantile(v, p / 100) for v in parts]).mean()))"),),
+        ),
     ),
     Mistake(
         name="one_at_a_time",
@@ -90,5 +99,11 @@ MISTAKES = (
         expected_failures={"9.6": (ANSWER, "an outlier channel after conv1 (K = 500)",
                                    "an outlier channel after conv2, through the pool",
                                    "an outlier channel after conv3 (before fc)")},
+        variants=(
+            (("    current, n = list(candidates), 2\n    while len(current) >= 2:",
+              "    single = next(([c] for c in candidates if sufficient([c])), None)   # one node, else all\n"
+              "    return single if single is not None else list(candidates)\n"
+              "    current, n = list(candidates), 2\n    while len(current) >= 2:"),),
+        ),
     ),
 )
