@@ -288,6 +288,9 @@ def parser() -> argparse.ArgumentParser:
     lk.add_argument("--target", default="handouts", metavar="FOLDER",
                     help="the folder of the student's home it goes to (default: %(default)s)")
     lk.add_argument("--lab", action="append", choices=list(LABS), help="only this lab (repeat for several)")
+    lk.add_argument("--lti", action="store_true",
+                    help="print each lab's LTI 1.3 target link instead: the URL an LMS's link to the lab holds "
+                         "(a student launched from it signs in and lands in the lab's pull; docs/lms.md)")
 
     rg = _sub(sub, "regen", "regenerate reference answers by running the solutions",
               "Run each lab's solution twice and write grader/references/<lab>.json when both runs agree "
@@ -427,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         from grader.author import publish
         if args.command == "publish":
             return publish.main_publish(repo=args.repo, branch=args.branch, message=args.message)
-        return publish.main_links(hub=args.hub, repo=args.repo, branch=args.branch, target=args.target, labs=args.lab)
+        return publish.main_links(hub=args.hub, repo=args.repo, branch=args.branch, target=args.target, labs=args.lab,
+                                  lti=args.lti)
     if args.command == "build":
         from grader.author import build
         return build.main(labs=_labs(args.lab), check_only=args.check, clean_solutions=args.clean_solutions)

@@ -160,12 +160,14 @@ def course_hub(tmp_path_factory):
         "COURSE_HUB_HANDIN_PORT": str(_free_port()), "COURSE_HUB_CULL": "0"})
 
 
-def _launch(hub_url: str, platform: Server, user: str, lms_user_id: str, **options) -> requests.Response:
-    """One launch, as a browser makes it: login initiation, the platform's answer, the form posted back."""
+def _launch(hub_url: str, platform: Server, user: str, lms_user_id: str, target: str | None = None,
+            **options) -> requests.Response:
+    """One launch, as a browser makes it: login initiation, the platform's answer, the form posted back.
+    ``target``: the resource link's target link (default: the tool's launch URL, the hub)."""
     browser = requests.Session()
     start = browser.post(hub_url + "/hub/lti13/oauth_login", allow_redirects=False, timeout=30, data={
-        "iss": ISSUER, "login_hint": user, "target_link_uri": platform.registration_launch, "client_id": CLIENT_ID,
-        "lti_deployment_id": DEPLOYMENT_ID})
+        "iss": ISSUER, "login_hint": user, "target_link_uri": target or platform.registration_launch,
+        "client_id": CLIENT_ID, "lti_deployment_id": DEPLOYMENT_ID})
     assert start.status_code == 302, start.text
     where = urlsplit(start.headers["Location"])
     assert f"{where.scheme}://{where.netloc}{where.path}" == platform.url + "/authorize"
@@ -241,6 +243,22 @@ def test_the_same_student_launched_again_is_the_same_user(hub):
         assert answer.status_code == 302 and _signed_in_as(url, answer) == "s002"
     assert _users(folder) == ["s001", "s002"]
 
+
+@pytest.mark.parametrize("lab_name", ["lab1", "lab8", "lab17"])
+def test_a_labs_lti_link_signs_in_and_lands_in_the_pull_of_that_labs_notebook(hub, lab_name):
+    """The target link ``python -m grader links --lti`` prints for a lab (an LMS's link to it) ends, after the
+    launch, at that lab's nbgitpuller link on the hub (the pull the handouts' links make, its notebook open)."""
+    from grader.author.publish import link, lti_link
+    from util.labs import LABS
+
+    url, platform, folder = hub
+    notebook = LABS[lab_name].notebook
+    answer = _launch(url, platform, "lms-opaque-id-amy", "101", target=lti_link(notebook, hub=url))
+    assert answer.status_code == 302 and _signed_in_as(url, answer) == "s001", answer.text[-2000:]
+    pull = urlsplit(link(notebook, hub=url))
+    landed = urlsplit(answer.headers["Location"])
+    assert (landed.path, dict(parse_qsl(landed.query))) == (pull.path, dict(parse_qsl(pull.query)))
+    assert dict(parse_qsl(landed.query))["urlpath"] == f"lab/tree/handouts/labs/{notebook}"
 
 
 def test_the_class_servers_own_configuration_takes_launches_beside_its_sign_up(course_hub):

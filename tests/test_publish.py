@@ -6,7 +6,7 @@ import json
 import shutil
 import subprocess
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
@@ -112,3 +112,20 @@ def test_each_labs_link_pulls_the_repository_into_handouts_and_opens_its_noteboo
     assert cli.main(["links", "--lab", "lab4"]) == 0
     [only] = capsys.readouterr().out.splitlines()
     assert "urlpath=lab%2Ftree%2Fhandouts%2Flabs%2Flab4_libtorch%2Flab4_libtorch.ipynb" in only
+
+
+def test_each_labs_lti_link_is_the_hubs_lti_login_with_the_labs_pull_as_its_next_page(capsys):
+    """``links --lti``: for an LMS's link to each lab, the hub's LTI 1.3 login initiation whose ``next`` (one
+    parameter, everything after it unquoted once, as jupyterhub-ltiauthenticator reads it) is the lab's pull path
+    on the same hub; tests/test_hub_lti.py follows one through a real launch."""
+    hub, repo = "https://hub.example.edu/course/", "https://git.example.edu/course/handouts.git"
+    assert cli.main(["links", "--lti", "--hub", hub, "--repo", repo]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(LABS)
+    for line, lab in zip(lines, LABS.values()):
+        url = urlsplit(line.split()[1])
+        assert (url.scheme, url.netloc, url.path) == ("https", "hub.example.edu", "/course/hub/lti13/oauth_login")
+        assert url.query.startswith("next=") and url.query.count("=") == 1 and "&" not in url.query
+        pull = urlsplit(publish.link(lab.notebook, hub, repo))
+        assert unquote(url.query[len("next="):]) == f"{pull.path}?{pull.query}"
+        assert line.endswith(lab.title)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 from grader.author import release
 from util.labs import LABS
@@ -151,11 +151,30 @@ def link(notebook: str, hub: str = HUB, repo: str = REPO_IN_CONTAINER, branch: s
     return f"{hub.rstrip('/')}/hub/user-redirect/git-pull?{query}"
 
 
+LTI_LOGIN = "/hub/lti13/oauth_login"
+"""The hub's LTI 1.3 login initiation (jupyterhub-ltiauthenticator's), where an LMS's launch of the course starts."""
+
+
+def lti_link(notebook: str, hub: str = HUB, repo: str = REPO_IN_CONTAINER, branch: str = BRANCH,
+             target: str = TARGET) -> str:
+    """The LTI 1.3 target link of one lab: what an LMS's link to the lab (a Canvas assignment's or a Moodle
+    activity's tool URL) holds, so that a student launched from it signs in (docker/hub/lti_login.py) and lands
+    in :func:`link`'s pull of the lab, its notebook open.
+
+    jupyterhub-ltiauthenticator 1.6.3 reads the page to open after the launch from ``next=`` in the target link
+    the platform sends with the login initiation (everything after it, unquoted once, kept as a path on the hub),
+    so the nbgitpuller link's path goes there, quoted whole."""
+    pull = urlsplit(link(notebook, hub, repo, branch, target))
+    return f"{hub.rstrip('/')}{LTI_LOGIN}?next={quote(pull.path + '?' + pull.query, safe='')}"
+
+
 def links(hub: str = HUB, repo: str = REPO_IN_CONTAINER, branch: str = BRANCH, target: str = TARGET,
-          labs: list[str] | None = None) -> list[tuple[str, str, str]]:
-    """(lab, title, link) for each lab (``labs``: only these), in course order."""
+          labs: list[str] | None = None, lti: bool = False) -> list[tuple[str, str, str]]:
+    """(lab, title, link) for each lab (``labs``: only these), in course order; ``lti``: the labs' LTI target
+    links (:func:`lti_link`) in place of the nbgitpuller links."""
     chosen = [LABS[name] for name in labs] if labs else list(LABS.values())
-    return [(lab.name, lab.title, link(lab.notebook, hub, repo, branch, target)) for lab in chosen]
+    make = lti_link if lti else link
+    return [(lab.name, lab.title, make(lab.notebook, hub, repo, branch, target)) for lab in chosen]
 
 
 def main_publish(*, repo: Path, branch: str = BRANCH, message: str | None = None) -> int:
@@ -179,9 +198,9 @@ def main_publish(*, repo: Path, branch: str = BRANCH, message: str | None = None
     return 0
 
 
-def main_links(*, hub: str, repo: str, branch: str, target: str, labs: list[str] | None) -> int:
-    """``python -m grader links``: one line per lab, ``labN  title  link``."""
-    rows = links(hub, repo, branch, target, labs)
+def main_links(*, hub: str, repo: str, branch: str, target: str, labs: list[str] | None, lti: bool = False) -> int:
+    """``python -m grader links``: one line per lab, ``labN  link  title`` (``--lti``: the LMS's target links)."""
+    rows = links(hub, repo, branch, target, labs, lti)
     width = max(len(name) for name, _, _ in rows)
     for name, title, url in rows:
         print(f"{name:<{width}}  {url}  {title}")
