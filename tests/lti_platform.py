@@ -177,13 +177,34 @@ class Ags(AssignmentsGradesService):
         return {"content": results, "has_next": False, "next": None}
 
 
+def autopost(action: str, fields: dict) -> bytes:
+    """An HTML page that posts ``fields`` to ``action`` as soon as it loads, as an LMS's launch pages do."""
+    import html
+
+    inputs = "".join(f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(str(v))}">'
+                     for k, v in fields.items())
+    return (f'<!doctype html><html><body onload="document.forms[0].submit()"><form method="post" '
+            f'action="{html.escape(action)}">{inputs}</form></body></html>').encode()
+
+
 class Server:
-    """The platform answering on ``http://127.0.0.1:<port>`` in a thread, until :meth:`close`."""
+    """The platform answering on ``http://127.0.0.1:<port>`` in a thread, until :meth:`close`.
+
+    For a browser, it also plays the LMS's two pages of a launch: ``/course/launch?login_hint=U&target=URL``
+    (a student following the course's link: the OIDC login initiation posted to :attr:`tool_login`) and
+    ``/authorize`` (the platform's authorisation endpoint: the launch of ``U``, whose LMS user id is
+    ``users[U]``, posted to the tool's ``redirect_uri``), each a page that submits its form when it loads."""
 
     def __init__(self, tool_jwk: dict):
         self.store = Store()
         self.platform = Platform(tool_jwk=tool_jwk)
         self.tokens_issued = 0
+        self.tool_login = ""
+        """The tool's OIDC login initiation URL (the hub's ``/hub/lti13/oauth_login``)."""
+        self.users: dict[str, str] = {}
+        """login_hint (the LMS's opaque user) -> the LMS user id its launches carry."""
+        self.pages: list[str] = []
+        """The browser pages served (their paths), in order."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -210,11 +231,30 @@ class Server:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _page(self, page: bytes):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html; charset=utf-8")
+                self.send_header("Content-Length", str(len(page)))
+                self.end_headers()
+                self.wfile.write(page)
+
             def _handle(self):
                 request = self._request()
                 path = request["path"].rstrip("/")
                 if path == "/jwks":
                     return self._send(200, server.platform.get_jwks())
+                if path in ("/course/launch", "/authorize"):
+                    server.pages.append(path)
+                if path == "/course/launch":
+                    query = dict(parse_qsl(urlsplit(self.path).query))
+                    return self._page(autopost(server.tool_login, {
+                        "iss": ISSUER, "login_hint": query["login_hint"], "target_link_uri": query["target"],
+                        "client_id": CLIENT_ID, "lti_deployment_id": DEPLOYMENT_ID}))
+                if path == "/authorize":
+                    preflight = dict(parse_qsl(urlsplit(self.path).query))
+                    user = preflight["login_hint"]
+                    form = launch(server.platform, preflight, user, lms_user_id=server.users[user])
+                    return self._page(autopost(form.pop("launch_url"), form))
                 if path == "/token" and self.command == "POST":
                     try:
                         token = server.platform.get_access_token(request["form_data"])

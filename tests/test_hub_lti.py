@@ -11,7 +11,8 @@ cookies), the platform's form posted back to the hub's launch URL. A roster stud
 ``student_id``; a bad signature, an expired id_token and an LMS user the roster does not know are refused.
 
 Needs ``COURSE_HUB_PYTHON``: a Python with ``docker/hub/requirements.txt`` installed (``docker/setup.sh --hub V``,
-as CI's step 1d does); skipped without it. Not done here: headless Chromium, the hub's images, a student's server.
+as CI's step 1d does); skipped without it. Headless Chromium makes two students' launches from the LMS's pages (at
+``localhost``, another site than the hub's ``127.0.0.1``); not done here: the hub's images, a student's server.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import pytest
 import requests
 from jwcrypto.jwk import JWK
 from lti_platform import CLIENT_ID, DEPLOYMENT_ID, ISSUER, Server, launch
+from webdriver import browser  # noqa: F401 (a fixture)
 
 HUB_DIR = Path(__file__).resolve().parent.parent / "docker" / "hub"
 PYTHON = os.environ.get("COURSE_HUB_PYTHON", "")
@@ -69,7 +71,7 @@ c.JupyterHub.authenticator_class = beside(NativeAuthenticator)   # the roster's 
 c.NativeAuthenticator.open_signup = True
 c.RosterLTI13Authenticator.issuer = {issuer!r}
 c.RosterLTI13Authenticator.client_id = [{client_id!r}]
-c.RosterLTI13Authenticator.authorize_url = {platform!r} + "/authorize"
+c.RosterLTI13Authenticator.authorize_url = {authorize!r}
 c.RosterLTI13Authenticator.jwks_endpoint = {platform!r} + "/jwks"
 c.RosterLTI13Authenticator.uri_scheme = "http"
 c.RosterLTI13Authenticator.roster = "{folder}/roster.csv"
@@ -138,7 +140,22 @@ def hub(tmp_path_factory):
     def write(hub_port, platform):
         (folder / "config.py").write_text(CONFIG.format(
             hub_dir=str(HUB_DIR), hub_port=hub_port, public_port=_free_port(), folder=folder, issuer=ISSUER,
-            client_id=CLIENT_ID, platform=platform.url, no_proxy=NO_PROXY))
+            client_id=CLIENT_ID, platform=platform.url, authorize=platform.url + "/authorize", no_proxy=NO_PROXY))
+
+    yield from _running_hub(folder, write, {})
+
+
+@pytest.fixture(scope="module")
+def browser_hub(tmp_path_factory):
+    """As ``hub``, the platform's pages at ``localhost`` (another site than the hub's 127.0.0.1, as an LMS is):
+    the browser's launch posts across sites, where a browser's cookie rules apply."""
+    folder = tmp_path_factory.mktemp("hub_lti_browser")
+
+    def write(hub_port, platform):
+        (folder / "config.py").write_text(CONFIG.format(
+            hub_dir=str(HUB_DIR), hub_port=hub_port, public_port=_free_port(), folder=folder, issuer=ISSUER,
+            client_id=CLIENT_ID, platform=platform.url, no_proxy=NO_PROXY,
+            authorize=platform.url.replace("127.0.0.1", "localhost") + "/authorize"))
 
     yield from _running_hub(folder, write, {})
 
@@ -259,6 +276,31 @@ def test_a_labs_lti_link_signs_in_and_lands_in_the_pull_of_that_labs_notebook(hu
     landed = urlsplit(answer.headers["Location"])
     assert (landed.path, dict(parse_qsl(landed.query))) == (pull.path, dict(parse_qsl(pull.query)))
     assert dict(parse_qsl(landed.query))["urlpath"] == f"lab/tree/handouts/labs/{notebook}"
+
+
+def test_two_students_launched_in_chromium_from_the_lms_sign_in_as_themselves(browser_hub, browser):
+    """Headless Chromium follows the course's link on the LMS's page (at another site than the hub) through the
+    whole launch: the login initiation posted to the hub, the platform's authorisation page, its form posted back
+    to the hub, the hub's home; each student is signed in as their roster id, one after the other."""
+    from urllib.parse import quote
+
+    url, platform, folder = browser_hub
+    platform.tool_login = url + "/hub/lti13/oauth_login"
+    platform.users = {"lms-opaque-id-amy": "101", "lms-opaque-id-bob": "102"}
+    lms = platform.url.replace("127.0.0.1", "localhost")
+    target = quote(url + "/hub/lti13/oauth_login?next=" + quote("/hub/home", safe=""), safe="")
+    for hint, student in (("lms-opaque-id-amy", "s001"), ("lms-opaque-id-bob", "s002")):
+        browser.open(f"{lms}/course/launch?login_hint={hint}&target={target}")
+        deadline = time.monotonic() + 60
+        while browser.script("return location.href") != url + "/hub/home":
+            assert time.monotonic() < deadline, (browser.script("return location.href"),
+                                                 browser.script("return document.body.innerText")[-1500:])
+            time.sleep(0.2)
+        page = browser.script("return document.body.innerText")
+        assert student in page and ({"s001", "s002"} - {student}).pop() not in page, page[-1500:]
+        browser.open(url + "/hub/logout")
+    assert platform.pages == ["/course/launch", "/authorize"] * 2  # the browser went the LMS's way, twice
+    assert _users(folder) == ["s001", "s002"]
 
 
 def test_the_class_servers_own_configuration_takes_launches_beside_its_sign_up(course_hub):
