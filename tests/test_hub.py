@@ -1,7 +1,7 @@
 """The class server for real (docs/hub.md): ``docker/hub/hub.sh start`` with the course's student image, two
 students from the roster signing up and in with headless Chromium, the handouts pulled with a lab's nbgitpuller
-link, lab 1's first cells and a ``check`` run, a hand-in from each (one from a notebook cell, ``!handin lab1``, one
-from a terminal), a course update pulled, and
+link, lab 1's first cells and a ``check`` run, a hand-in from each (one from a notebook cell, ``!handin lab1``; one
+from the course panel's button, its receipt shown there, then again from a terminal), a course update pulled, and
 the collection graded with the grader image: both rows in the gradebook, with the hand-ins' late days; neither
 student can read the other's volume or reach the other's server or the host's other ports (tried from the
 student's terminal).
@@ -281,8 +281,19 @@ def test_two_students_pull_work_hand_in_and_are_graded_and_neither_reaches_the_o
     _pull(browser, url, "alice")
     alice_check = _run_through_check(browser, _solution_cell())
     assert re.search(r"Task 1\.1 \(Parameters\): (\d+)/\1 public checks passed", alice_check), alice_check
-    status, out = _terminal(browser, "handin lab1 && handin lab1 && handin --list")
-    assert status == 0 and out.count("handed in lab1 as alice") == 2, out
+    # her first hand-in from the course panel's button (grader/panel: POST handin runs `handin lab1`), the second
+    # from a terminal, which replaces it
+    browser.script("window.jupyterapp.commands.execute('course-panel:open'); return true;")
+    _wait(browser, "const b = document.querySelector('#course-panel .jp-CoursePanel-handin'); "
+                   "return b && !b.disabled && b.textContent === 'Hand in lab1';", 60, "the panel's hand-in button")
+    assert browser.script("return document.querySelectorAll('#course-panel [data-task]').length") == len(LAB1.tasks)
+    browser.script("document.querySelector('#course-panel .jp-CoursePanel-handin').click(); return true;")
+    receipt = _wait(browser, "const r = document.querySelector('#course-panel .jp-CoursePanel-receipt'); "
+                             "return r && r.textContent;", 180, "the panel's hand-in receipt")
+    assert re.search(r"handed in lab1 as alice at \S+ \(UTC\): 1 file, [\d,]+ bytes", receipt), receipt
+    (ARTIFACTS / "hub_panel_handin.png").write_bytes(browser.screenshot())
+    status, out = _terminal(browser, "handin lab1 && handin --list")
+    assert status == 0 and out.count("handed in lab1 as alice") == 1, out
     assert "it replaces your earlier hand-in (kept by your instructor)" in out
     alice_time = datetime.fromisoformat(re.findall(r"at (\S+) \(UTC\)", out)[-1])
 

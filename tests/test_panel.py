@@ -265,3 +265,50 @@ def test_a_student_checks_a_task_from_the_panel_fixes_it_and_sees_it_pass(browse
         (ARTIFACTS / "course_panel.png").write_bytes(browser.screenshot())
     saved = nbformat.read(str(root / "labs" / NOTEBOOK), as_version=4)
     assert any(WEIGHT_BYTES_FIX in c.source for c in saved.cells)  # the panel saved the fix before checking
+
+
+def test_a_check_cell_in_the_kernel_is_the_tasks_last_check_until_a_later_one(tmp_path, monkeypatch):
+    """``check("1.2")`` run in the student's kernel records its result beside the notebook (outputs/lab1/checks/),
+    which the panel shows as the task's last check (not made stale by a later save: it checked the kernel); a later
+    check from the panel takes its place; under the grader (``$COURSE_OUTPUT_DIR`` set) nothing is recorded."""
+    import torch.nn as nn
+
+    from grader.panel.state import TaskCheck, panel_state
+    from util import selfcheck
+    from util.answers import OUTPUT_DIR_ENV
+
+    root = _course(tmp_path)
+    notebook = root / "labs" / NOTEBOOK
+    monkeypatch.chdir(notebook.parent)   # the kernel's folder: JupyterLab starts it beside its notebook
+    monkeypatch.delenv(OUTPUT_DIR_ENV, raising=False)
+    namespace = {"nn": nn, "weight_bytes": lambda model: sum(p.numel() * 4 for p in model.parameters())}
+    selfcheck.check("1.2", namespace)       # a float32-only answer: public checks fail
+    failed = panel_state(f"labs/{NOTEBOOK}", notebook, LAB, {}, handin=False)
+    [task] = [t for t in failed.tasks if t.id == "1.2"]
+    assert task.status == "failed" and task.check.source == "kernel" and not task.stale, task
+    assert 0 <= task.check.passed < task.check.checks and "Checked in the kernel" in task.check.report
+    assert {t.status for t in failed.tasks if t.id != "1.2"} == {NOT_CHECKED}
+
+    namespace["weight_bytes"] = lambda model: sum(p.numel() * p.element_size() for p in model.parameters())
+    from util.answers import output_dir, write_answer
+    from util.labs.lab1.public_checks import _googlenet_params
+
+    params = _googlenet_params()   # what the notebook's submit("1.2", ...) exports for GoogLeNet
+    write_answer(output_dir("lab1"), "1.2", {"float32": 4 * params, "float16": 2 * params, "bfloat16": 2 * params})
+    selfcheck.check("1.2", namespace)
+    _fix(notebook, "Implement task 1.2", WEIGHT_BYTES_FIX)   # saved afterwards: the kernel's check stays current
+    [task] = [t for t in panel_state(f"labs/{NOTEBOOK}", notebook, LAB, {}, handin=False).tasks if t.id == "1.2"]
+    assert (task.status, task.stale) == ("passed", False) and task.check.passed == task.check.checks > 0, task
+
+    later = TaskCheck("failed", 0, 3, "from the panel", task.check.checked_at + 1, notebook.stat().st_mtime)
+    [task] = [t for t in panel_state(f"labs/{NOTEBOOK}", notebook, LAB, {"1.2": later}, handin=False).tasks
+              if t.id == "1.2"]
+    assert task.check == later and task.status == "failed"
+
+    (notebook.parent / "outputs" / "lab1" / "checks" / "1.2.json").write_text("{not json")
+    assert [t.status for t in panel_state(f"labs/{NOTEBOOK}", notebook, LAB, {}, handin=False).tasks
+            if t.id == "1.2"] == [NOT_CHECKED]   # an unreadable record is no record
+
+    monkeypatch.setenv(OUTPUT_DIR_ENV, str(tmp_path / "graded"))
+    selfcheck.check("1.2", namespace)
+    assert not (tmp_path / "graded" / "checks").exists()

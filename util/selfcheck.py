@@ -203,7 +203,40 @@ def check(target: str, namespace: Mapping[str, Any] | None = None) -> None:
     if namespace is None:
         caller = inspect.currentframe().f_back
         namespace = caller.f_globals if caller is not None else {}
-    print("\n\n".join(report.text() for report in reports(target, namespace)))
+    found = reports(target, namespace)
+    print("\n\n".join(report.text() for report in found))
+    record_checks(target, found)
+
+
+CHECKS_FOLDER = "checks"
+"""The folder of ``output_dir(lab)`` where :func:`check` records each task's last result (the course panel shows it)."""
+
+
+def record_checks(target: str, found: list[TaskReport]) -> None:
+    """Record each report's result as ``outputs/<lab>/checks/<task>.json`` (status, public checks passed and run,
+    the report, when), the kernel's last check of each task, which the course panel shows beside its own
+    (``grader.panel.state``). Never graded; a folder that cannot be written only goes unrecorded. Only a student's
+    own kernel records (answers beside the notebook): under the grader (``$COURSE_OUTPUT_DIR`` set) nothing is."""
+    import os
+    import time
+
+    from util.answers import OUTPUT_DIR_ENV
+    from util.labs import LABS, find_task
+
+    if os.environ.get(OUTPUT_DIR_ENV):
+        return
+
+    lab = LABS[target] if target in LABS else find_task(target)[0]
+    folder = output_dir(lab.name) / CHECKS_FOLDER
+    for report in found:
+        seen = [o for o in report.outcomes if o.status != "unchecked"]
+        passed = sum(o.status == "passed" for o in seen)
+        try:
+            write_json(folder / f"{report.task_id}.json", {
+                "task": report.task_id, "status": "passed" if passed == len(seen) else "failed", "passed": passed,
+                "checks": len(seen), "report": report.text(), "checked_at": time.time()})
+        except OSError:
+            return
 
 
 def write_reports(lab_name: str, namespace: Mapping[str, Any], path: str, tasks: tuple[str, ...] = ()) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import util.written as written
 from util.answers import read_answers
 from util.contract import Lab
+from util.selfcheck import CHECKS_FOLDER
 
 NOT_CHECKED = "not checked yet"
 """A task's status before the panel (or ``check``) has run its checks on this notebook since the server started."""
@@ -38,6 +39,9 @@ class TaskCheck:
     """When it finished (seconds since the epoch)."""
     saved_at: float
     """The notebook file's modification time when it was checked: a later save makes the result stale."""
+    source: str = "saved notebook"
+    """What was checked: ``saved notebook`` (the panel's check, a fresh run of the file) or ``kernel`` (a
+    ``check(...)`` cell, on the kernel's own functions and exports; a later save does not make it stale)."""
 
 
 @dataclass(frozen=True)
@@ -133,18 +137,39 @@ def written_states(lab: Lab, nb: dict) -> tuple[WrittenState, ...]:
     return tuple(out)
 
 
+def kernel_checks(folder: Path) -> dict[str, TaskCheck]:
+    """The kernel's last ``check`` of each task, as :func:`util.selfcheck.record_checks` recorded them in
+    ``folder`` (``outputs/<lab>/checks``): task id -> :class:`TaskCheck`; unreadable records are skipped."""
+    found: dict[str, TaskCheck] = {}
+    for file in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            record = json.loads(file.read_text(encoding="utf-8"))
+            found[str(record["task"])] = TaskCheck(
+                str(record["status"]) if record["status"] in ("passed", "failed") else "error",
+                int(record["passed"]), int(record["checks"]),
+                "Checked in the kernel (a check cell):\n" + str(record["report"]),
+                float(record["checked_at"]), float(record["checked_at"]), "kernel")
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            continue
+    return found
+
+
 def panel_state(relative: str, path: Path, lab: Lab, checks: dict[str, TaskCheck], *, handin: bool) -> PanelState:
     """The panel's state for the notebook ``path`` (``relative`` to the server's root) of ``lab``, with the last
-    ``checks`` the server ran on it (task id -> :class:`TaskCheck`)."""
+    ``checks`` the server ran on it (task id -> :class:`TaskCheck`) or the kernel's last ``check`` cell of a task
+    (:func:`kernel_checks`), whichever is later."""
     nb = read_notebook(path)
     saved_at = path.stat().st_mtime
-    exported = read_answers(path.parent / "outputs" / lab.name)  # where the kernel's submit() writes them
+    outputs = path.parent / "outputs" / lab.name   # where the kernel's submit() and check() write
+    exported = read_answers(outputs)
+    recorded = kernel_checks(outputs / CHECKS_FOLDER)
     tasks = []
     for task in lab.tasks:
-        check = checks.get(task.id)
+        check = max((c for c in (checks.get(task.id), recorded.get(task.id)) if c is not None),
+                    key=lambda c: c.checked_at, default=None)
+        stale = bool(check and check.source != "kernel" and check.saved_at < saved_at)
         tasks.append(TaskState(task.id, task.title, task.max_points, task.hidden_points, task.id in exported,
-                               check.status if check else NOT_CHECKED, bool(check and check.saved_at < saved_at),
-                               check))
+                               check.status if check else NOT_CHECKED, stale, check))
     answers = written_states(lab, nb)
     passing = [t for t in tasks if t.status == "passed" and not t.stale]
     progress = Progress(len(tasks), sum(t.exported for t in tasks), len(passing), sum(t.points for t in passing),
