@@ -1,9 +1,10 @@
 """Lab 15 wall time, measured in one run: a plain run of the solution, ``grader grade`` of the solution (hidden
 cases and the grader's judges included), and the costly steps on their own: training the tokenizer on the
 course's text, the engine with the stated policy on the longest hidden request stream, the judge's re-run of
-task 15.6 (a student process: start, PyTorch's import, two speculative decodings against the judge's target) and
-task 15.8's two cases (a student process each: the exact runs on the judge's draws, 400 sampled runs), and task
-15.9's three cases (a student process each, the streams the judge draws replayed with the scheduler there).
+task 15.6 (a student process: start, PyTorch's import, the screen of models drawn from the grading secret, two
+speculative decodings against the judge's target) and task 15.8's two cases (a student process each: the exact runs
+on the judge's draws, 400 sampled runs), and task 15.9's three cases (a student process each, the streams the judge
+draws replayed with the scheduler there).
 
 Target (issue 40): the graded solution <= 30 s on 2 cores.
 

@@ -447,16 +447,15 @@ def test_the_schedule_judge_on_the_solution_a_deadlock_and_forgeries(solution):
 
 # ---------------------------------------------------------------- 15.6: the references it is judged against
 
-def test_every_graded_decoding_has_clear_margins_in_float64():
-    """Screened at authoring time: every argmax the graded runs take (target and draft, in the hidden case,
-    the notebook and the public checks) wins by at least 1e-3; two correct float64 implementations differ by
-    about 1e-14 (the design measured 3.7e-14), so equal tokens mean equal computations."""
+def test_every_public_decoding_has_clear_margins_in_float64():
+    """Screened at authoring time: every argmax the notebook's and the public checks' runs take (target and draft)
+    wins by at least 1e-3; two correct float64 implementations differ by about 1e-14 (the design measured 3.7e-14),
+    so equal tokens mean equal computations. The hidden case's runs are screened at grading time (below)."""
     from util.labs.lab10.gpt import TINY, prompt_ids, seeded_gpt
     from util.labs.lab15.public_checks import SMALL
 
-    runs = list(LAB.task("15.6").cases[0].spec["runs"])
-    runs += [{"config": TINY.to_dict(), "seed": 21, "sigma": s, "draft_seed": 210, "prompt": 8, "n": 40, "k": 4}
-             for s in (0.002, 0.005, 0.01, 0.02, 0.05)]
+    runs = [{"config": TINY.to_dict(), "seed": 21, "sigma": s, "draft_seed": 210, "prompt": 8, "n": 40, "k": 4}
+            for s in (0.002, 0.005, 0.01, 0.02, 0.05)]
     runs += [{"config": SMALL, "seed": 3, "sigma": 0.05, "draft_seed": 4, "prompt": 3, "n": 20, "k": 3}]
     torch.set_num_threads(1)
     for run in runs:
@@ -466,6 +465,77 @@ def test_every_graded_decoding_has_clear_margins_in_float64():
         assert found["tokens"] == tokens and min(found["gap"], gap) >= 1e-3, (run, found["gap"], gap)
     _, gap = greedy(seeded_gpt(TINY, 11).double(), prompt_ids(TINY, 8, 11)[0].tolist(), 40)   # 15.4's decoding
     assert gap >= 1e-3
+
+
+def test_the_hidden_case_names_no_seed_and_two_secrets_draw_other_models():
+    """15.6's case gives shapes, noise, lengths, n and k only; each grading draws the models and the prompt from its
+    secret, so the same case under two secrets runs on other weights and another prompt, and under one secret the
+    judge draws the same (its reference and the student's run see one setting)."""
+    from util.judging import secret
+
+    runs = LAB.task("15.6").cases[0].spec["runs"]
+    assert all(not {"seed", "draft_seed"} & set(run) for run in runs)
+    torch.set_num_threads(1)
+    settings_ = []
+    for value in (b"\x01" * 32, b"\x02" * 32, b"\x01" * 32):
+        secret.install(value)
+        settings_.append(judge.spec_setting(runs[0], 0))
+    secret.renew()
+    first, second, again = settings_
+    assert first[3] != second[3] and len(first[3]) == runs[0]["prompt"]
+    assert not torch.equal(first[1].head.weight, second[1].head.weight)
+    assert torch.equal(first[1].head.weight, again[1].head.weight) and first[5] == again[5]
+    assert not torch.equal(first[2].head.weight, first[1].head.weight)      # the draft: the target with noise
+
+
+@pytest.mark.parametrize("value", [bytes([i]) * 32 for i in (3, 4, 5)])
+def test_every_kept_draw_has_clear_margins_and_rejects_before_its_last_round(value):
+    """What the screen keeps, on three secrets and both runs: greedy and speculative decoding agree, every argmax
+    wins by :data:`judge.SPEC_MARGIN`, and some round before the last rejects a proposal (a draft token kept on a
+    mismatch shows at the next call)."""
+    from util.judging import secret
+
+    torch.set_num_threads(1)
+    secret.install(value)
+    try:
+        for number, run in enumerate(LAB.task("15.6").cases[0].spec["runs"]):
+            cfg, target, draft, prompt, expected, truth = judge.spec_setting(run, number)
+            tokens, gap = greedy(target, prompt, run["n"])
+            assert tokens == truth == expected["tokens"] and len(truth) == run["n"]
+            assert min(gap, expected["gap"]) >= judge.SPEC_MARGIN
+            assert judge._rejects_early(expected)
+    finally:
+        secret.renew()
+
+
+def test_the_margin_screen_stops_after_its_bound_and_keeps_the_widest_margin(monkeypatch):
+    """A margin no draw reaches: the screen draws exactly :data:`judge.SPEC_DRAWS` settings (never loops on), then
+    keeps the one with the largest margin among those that decode the same tokens both ways and reject early."""
+    from util.labs.lab15.public_checks import SMALL
+
+    drawn = []
+    real = judge._models
+
+    def counting(run):
+        drawn.append(dict(run))
+        return real(run)
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(judge, "_models", counting)
+    monkeypatch.setattr(judge, "SPEC_MARGIN", float("inf"))
+    run = {"config": SMALL, "sigma": 0.05, "prompt": 3, "n": 12, "k": 3}
+    kept = judge.spec_setting(run, 0)
+    assert len(drawn) == judge.SPEC_DRAWS == 16 and len({(d["seed"], d["draft_seed"]) for d in drawn}) == 16
+    margins = []
+    for setting in drawn:
+        _, target, draft, prompt = real(setting)
+        expected = speculative(target, draft, prompt, 12, 3)
+        tokens, gap = greedy(target, prompt, 12)
+        if tokens == expected["tokens"] and judge._rejects_early(expected):
+            margins.append((min(gap, expected["gap"]), prompt))
+    widest = max(margins, key=lambda pair: pair[0])
+    assert kept[3] == widest[1] and kept[5] == kept[4]["tokens"]
+    assert min(greedy(kept[1], kept[3], 12)[1], kept[4]["gap"]) == widest[0] > 0
 
 
 def test_the_reference_counts_calls_as_the_notebook_states():

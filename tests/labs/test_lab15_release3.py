@@ -37,6 +37,7 @@ from util.labs.lab15.speculative import CountingTarget, Uniforms, sample, unifor
 
 LAB = get_lab("lab15")
 RELEASED = Path(__file__).resolve().parents[1] / "released" / "lab15_release2" / "lab15_serving.ipynb"
+RELEASED_4 = Path(__file__).resolve().parents[1] / "released" / "lab15_release4" / "lab15_serving.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,16 @@ def test_the_frozen_release_2_handout_keeps_its_marks(tmp_path):
     assert [t.task_id for t in result.tasks] == ["15.1", "15.2", "15.3", "15.4", "15.5", "15.6"]
     assert result.score == LAB.as_of(2).auto_points == 94  # and the 6 written points, marked by hand
     assert "were not part of your handout" in result.notes[0]
+
+
+@pytest.mark.notebook
+def test_the_frozen_release_4_notebook_keeps_its_marks(tmp_path):
+    """Release 4's solution notebook as it was (release 5 drew 15.6's models from the secret): full marks, 15.6's
+    hidden case judged on models the grader drew."""
+    result = grade_submission(RELEASED_4, LAB, tmp_path)
+    failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
+    assert failing == [] and result.release == 4 and len(result.tasks) == 9
+    assert result.score == LAB.as_of(4).auto_points == 94  # and the 6 written points, marked by hand
 
 
 # ---------------------------------------------------------------- 15.7: the prefix cache

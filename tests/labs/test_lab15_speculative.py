@@ -6,7 +6,9 @@ the grader starts (this test process plays the judge, ``grader.judge.isolated.se
 lives in the judge: it computes every call's logits, counts the calls, checks each call's input against its own
 speculative decoding and the tokens against its own greedy decoding. Each case here starts one student process
 (PyTorch's import: a few seconds); the solution's own function is also judged when ``tests/test_labs.py``
-grades the solution notebook.
+grades the solution notebook. Since release 5 the judge draws each run's models and prompt from the grading secret
+(``judge.spec_setting``, tested in ``test_lab15_lab.py``); the frozen release-4 notebook is graded in
+``test_lab15_release3.py``.
 """
 from __future__ import annotations
 
@@ -17,12 +19,15 @@ import numpy as np
 import pytest
 
 from grader.author.solution import solution_namespace
+from grader.core import releases
 from grader.judge.isolated import serving
 from util.contract import Tolerance
 from util.labs import get_lab
 from util.labs.lab15 import judge
 
-SPEC = dict(get_lab("lab15").task("15.6").cases[0].spec)
+LAB = get_lab("lab15")
+SPEC = dict(LAB.task("15.6").cases[0].spec)
+
 ONE_RUN = {"runs": SPEC["runs"][:1]}
 
 
@@ -140,4 +145,22 @@ def test_malformed_calls_and_exceptions_are_reported():
     assert verdict(stub) == ["run again by the grader, speculative_generate raised NotImplementedError: Implement task "
                              "15.6: Greedy speculative decoding"]
     assert judge.check_speculative(ONE_RUN, b"not an npz", Tolerance())[0].startswith("the file saved for this case")
+
+
+
+# ---------------------------------------------------------------- release 5: the case's models from the secret
+
+def test_release_5_changes_how_15_6_draws_its_models_and_no_points():
+    """Release 5 adds no task and moves no point: as of release 4 every task and case is worth what it is now."""
+    assert LAB.release == 5 and LAB.tasks_since(4) == ()
+    before = LAB.as_of(4)
+    assert [(t.id, t.max_points, [c.points for c in t.cases]) for t in before.tasks] == \
+        [(t.id, t.max_points, [c.points for c in t.cases]) for t in LAB.tasks]
+    assert [c.id for c in before.task("15.6").cases] == [c.id for c in LAB.task("15.6").cases]
+
+
+def test_a_release_4_notebook_is_told_what_release_5_changed():
+    built = releases.built_from({"cells": [{"cell_type": "markdown", "source": LAB.releases[3].marker}],
+                                 "metadata": {}}, LAB)
+    assert built.release == 4 and "Release 5 (2026-12-02): Task 15.6's hidden case" in releases.note(LAB, built)
 

@@ -5,9 +5,10 @@ which receives each case's input only when the grader runs it (``util.hidden``).
 each task's cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
 
 Seeds listed in ``seeds`` make a valid case whatever their value (random pools, random traces, Poisson
-arrivals sized so that any draw is under memory pressure, or not); the seeds of task 15.6 were chosen for
-their argmax margins (``tests/labs/test_lab15_lab.py`` measures them) and are never redrawn. Task 15.9's cases
-name no seed: the judge draws their ``traces`` request streams from the grading secret at every grading
+arrivals sized so that any draw is under memory pressure, or not). Task 15.6's case names no seed (since release
+5): the judge draws each run's target, draft and prompt from the grading secret at every grading and keeps the
+first draw whose every argmax wins by a clear margin (``judge.spec_setting``). Task 15.9's cases name no seed
+either: the judge draws their ``traces`` request streams from the grading secret at every grading
 (``judge.chunk_traces``), from the ranges given here, which make any draw finish under the stated policy.
 """
 from __future__ import annotations
@@ -111,9 +112,8 @@ CASES = {
     ),
     "15.6": (
         Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt",
-             {"runs": [{"config": TINY, "seed": 7, "sigma": 0.01, "draft_seed": 70, "prompt": 8, "n": 40, "k": 4},
-                       {"config": GQA_DEEP, "seed": 8, "sigma": 0.005, "draft_seed": 80, "prompt": 1, "n": 40,
-                        "k": 3}]}, 12),
+             {"runs": [{"config": TINY, "sigma": 0.01, "prompt": 8, "n": 40, "k": 4},
+                       {"config": GQA_DEEP, "sigma": 0.005, "prompt": 1, "n": 40, "k": 3}]}, 12),
     ),
     "15.7": (
         Case("shared system prompts and questions everyone asks, with and without a system prompt",

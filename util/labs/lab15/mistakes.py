@@ -16,6 +16,12 @@ MISTAKES = (
         replacements=(("            self.refs[block] -= 1\n            if self.refs[block] == 0:\n"
                        "                self.free_blocks.append(block)",
                        "            self.refs[block] = 0\n            self.free_blocks.append(block)"),),
+        variants=(
+            # the count kept, but every block given back whatever it says
+            (("            self.refs[block] -= 1\n            if self.refs[block] == 0:\n"
+              "                self.free_blocks.append(block)",
+              "            self.refs[block] -= 1\n            self.free_blocks.append(block)"),),
+        ),
         expected_failures={"15.3": (ANSWER, "parallel sampling: a prompt forked into four, freed before its forks",
                                     "forks at a block boundary, and forks of forks",
                                     "running out of blocks: every call that needs one raises, and nothing changes",
@@ -30,6 +36,13 @@ MISTAKES = (
                        "        try:\n            self._own_last(seq)   # hand out a table whose last block is this "
                        "sequence's own\n        except OutOfBlocks:\n            pass\n"
                        "        return list(self.tables[seq])"),),
+        variants=(
+            # the copy made only where the last block is shared and a block is free, by hand
+            (("        return list(self.tables[seq])",
+              "        if self.refs[self.tables[seq][-1]] > 1 and self.free_blocks:   # reading as writing\n"
+              "            self._own_last(seq)\n"
+              "        return list(self.tables[seq])"),),
+        ),
         expected_failures={"15.3": (ANSWER, "parallel sampling: a prompt forked into four, freed before its forks",
                                     "forks at a block boundary, and forks of forks", "a random trace of 300 calls")},
     ),
@@ -44,6 +57,15 @@ MISTAKES = (
                        "            decode.append(seq.id)\n            index += 1",
                        "        if need <= free:                             # no block now: it waits for one\n"
                        "            free -= need\n            decode.append(seq.id)\n        index += 1"),),
+        variants=(
+            # the first decode without a block stops the batch there: it and every newer one wait
+            (("        while need > free:\n            victim = running.pop()                   # the newest "
+              "running request\n            preempt.append(victim.id)\n            free += victim.blocks\n"
+              "            if victim is seq:\n                break\n        else:\n            free -= need\n"
+              "            decode.append(seq.id)\n            index += 1",
+              "        if need > free:                              # no block: it and the newer ones wait\n"
+              "            break\n        free -= need\n        decode.append(seq.id)\n        index += 1"),),
+        ),
         expected_failures={"15.5": (ANSWER, "memory pressure: decodes preempt the newest requests",
                                     "a small running limit and long outputs")},
     ),
@@ -54,6 +76,11 @@ MISTAKES = (
                     "token, and the output is no longer the target's greedy decoding.",
         replacements=(("        take = torch.cat([drafted[:a], checked[a:a + 1]])[:n - len(decided)]",
                        "        take = (drafted[:a + 1] if a < m else torch.cat([drafted, checked[m:]]))[:n - len(decided)]"),),
+        variants=(
+            # the draft's token at the mismatch written as its own slice, the bonus kept after all m
+            (("        take = torch.cat([drafted[:a], checked[a:a + 1]])[:n - len(decided)]",
+              "        take = torch.cat([drafted[:a], drafted[a:a + 1] if a < m else checked[m:m + 1]])[:n - len(decided)]"),),
+        ),
         expected_failures={"15.6": (ANSWER, "TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a "
                                             "one-token prompt")},
     ),
@@ -84,6 +111,13 @@ MISTAKES = (
             ("        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :length]",
              "        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)"),
         ),
+        variants=(
+            # cut at the table's slots instead of the sequence's length
+            (("        k = k_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :length]   # [n_kv_head, T, d]",
+              "        k = k_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :len(table) * k_pool.shape[2]]"),
+             ("        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :length]",
+              "        v = v_pool[table].transpose(0, 1).reshape(n_kv_head, -1, head_dim)[:, :len(table) * v_pool.shape[2]]")),
+        ),
         expected_failures={"15.4": (ANSWER, "shuffled blocks, partial last blocks, garbage everywhere else",
                                     "grouped-query attention (8 heads over 2) and a shared prefix",
                                     "full last blocks and one-token sequences")},
@@ -111,6 +145,11 @@ MISTAKES = (
         replacements=(("            block = next(iter(self.evictable))\n            del self.evictable[block]\n",
                        "            block = next(iter(self.names))              # the oldest cached block, held or "
                        "not\n            self.evictable.pop(block, None)\n"),),
+        variants=(
+            # a reused block left in the queue of evictable ones while a request holds it again
+            (("            self.evictable.pop(block, None)                 # held again: not evictable\n",
+              ""),),
+        ),
         expected_failures={"15.7": (ANSWER, "shared system prompts and questions everyone asks, with and without a "
                                             "system prompt",
                                     "multi-turn conversations: each turn repeats the conversation so far",
@@ -125,6 +164,12 @@ MISTAKES = (
         replacements=(("        weights = torch.clamp(p[a] - qs[a], min=0) if a < m else p[m]     # the residual, or "
                        "the bonus position",
                        "        weights = p[a]     # the target's own distribution"),),
+        variants=(
+            # the target's distribution at the rejected position, indexed another way
+            (("        weights = torch.clamp(p[a] - qs[a], min=0) if a < m else p[m]     # the residual, or "
+              "the bonus position",
+              "        weights = p[min(a, m)]     # the target's distribution there"),),
+        ),
         expected_failures={"15.8": (ANSWER, "TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token "
                                             "prompt, on the grader's draws",
                                     "the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)")},

@@ -11,7 +11,8 @@ cases saved, with its own computation (``judge_reference.py``): the allocator's 
 simulation of the memory and against the grader's own counts; the attention's output against its float64
 attention over keys and values it gathers itself; the scheduler's recorded iterations against its own run of
 the stated policy; speculative decoding run again in a student process against a target that lives in the
-judge, which counts and checks every call and compares the tokens with its own greedy decoding. Nothing is
+judge, which counts and checks every call and compares the tokens with its own greedy decoding (on models and
+prompts it draws from the grading secret, since release 5). Nothing is
 timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model). The prefix
 cache's record is checked as the allocator's (memory simulated, each slot a token in its context) against the
 grader's own cache; speculative sampling runs in a student process on uniform draws the judge draws from the
@@ -129,31 +130,15 @@ def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _speculative(fn: Callable, spec: Mapping[str, Any]) -> Any:
-    """The student's speculative decoding run here on each of the case's runs against a counting target (for the
-    reference), then the function pickled by value and saved: the grader runs it again in a student process
-    against a target it serves and counts itself."""
+    """The student's speculative decoding pickled by value and saved: the grader runs it in a student process
+    against a target it serves and counts, on models and prompts it draws itself from the grading secret (nothing
+    is run here; until release 5 it also ran here on models of seeds the case named)."""
     import cloudpickle
     import numpy as np
-    import torch
 
     from util.artifacts import save_arrays
-    from util.labs.lab10.gpt import GPTConfig, prompt_ids, seeded_gpt
-    from util.labs.lab15.speculative import CountingTarget, accepted_from, draft_of
 
-    results = []
-    for run in spec["runs"]:
-        cfg = GPTConfig.from_dict(run["config"])
-        model = seeded_gpt(cfg, int(run["seed"])).double()
-        draft = draft_of(model, float(run["sigma"]), int(run["draft_seed"]))
-        prompt = prompt_ids(cfg, int(run["prompt"]), int(run["seed"]))
-        target = CountingTarget(model)
-        with torch.no_grad():
-            tokens = fn(target, draft, prompt.clone(), int(run["n"]), int(run["k"]))
-        tokens = [int(t) for t in torch.as_tensor(tokens).reshape(-1).tolist()]
-        results.append({"tokens": tokens, "target_calls": target.calls,
-                        "accepted": accepted_from(target.inputs, int(run["prompt"]), tokens)})
-    saved = save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
-    return {"runs": results, **saved}
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
 
 
 def _prefix(cls: Callable, spec: Mapping[str, Any]) -> Any:
@@ -280,7 +265,7 @@ TASKS = (
         hidden_points=6,
     ),
 )
-"""The tasks of the current release (4), in notebook order."""
+"""The tasks of the current release (5), in notebook order."""
 
 BEFORE_3 = {"15.1": (3, 12), "15.3": (4, 16), "15.4": (3, 12), "15.5": (4, 16), "15.6": (1, 16)}
 """Task id -> (answer points, hidden points) as releases 1 and 2 declared them: release 3's tasks 15.7 and 15.8 took
@@ -324,6 +309,10 @@ LAB = Lab(
                 marker="cuts prompts into chunks: every",
                 previous=tuple(replace(task, hidden_points=BEFORE_4[task.id][1], answer_points=BEFORE_4[task.id][0])
                                for task in TASKS if task.id in BEFORE_4)),
+        Release(5, "2026-12-02", "Task 15.6's hidden case runs on models and prompts the grader draws at every "
+                "grading from a secret of its own, kept only with clear argmax margins; what it checks and is worth "
+                "is unchanged.",
+                marker="The runs' models and prompts are drawn by the grader at every grading"),
     ),
     tasks=TASKS,
 )
