@@ -194,13 +194,6 @@ WITHOUT_VARIANTS = {
     ("lab13", "ring_sends_whole_tensor"): "not yet written",
     ("lab13", "zero2_as_zero1"): "not yet written",
     ("lab13", "one_f_one_b_flushed"): "not yet written",
-    ("lab15", "free_while_forked"): "not yet written",
-    ("lab15", "cow_on_read"): "not yet written",
-    ("lab15", "never_preempts"): "not yet written",
-    ("lab15", "draft_kept_on_mismatch"): "not yet written",
-    ("lab15", "attends_to_whole_blocks"): "not yet written",
-    ("lab15", "evicts_referenced_block"): "not yet written",
-    ("lab15", "resamples_from_p"): "not yet written",
     ("lab16", "two_four_per_row"): "not yet written",
     ("lab16", "rank_budget_without_bias"): "not yet written",
 }
