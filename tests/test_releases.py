@@ -74,10 +74,10 @@ def test_the_note_says_which_release_what_changed_and_how_it_was_graded():
     lab = LABS["lab1"]
     note = releases.note(lab, releases.built_from(_nb("old"), lab))
     assert note.startswith("Your notebook was built from release 1 of lab1 (2026-11-22); the lab is now at "
-                           "release 3 (2026-11-26). You do not need the new handout. Release 2 (2026-11-23): "
-                           "The hidden models now include tiny_tied")
-    assert ("You were graded as release 1 was: the hidden checks added since (tiny_tied and tiny_tied@2x4x16x16, "
-            "in tasks 1.1, 1.2, 1.3, 1.4 and 1.5) were not run") in note
+                           f"release {lab.release} ({lab.releases[-1].date}). You do not need the new handout. "
+                           "You were graded as release 1 was: the hidden checks added since (tiny_tied and "
+                           "tiny_tied@2x4x16x16, in tasks 1.1, 1.2, 1.3, 1.4 and 1.5) were not run")
+    assert "What changed since: Release 2 (2026-11-23): The hidden models now include tiny_tied" in note
     assert "the written question added since (1.Q1) was not asked of you" in note
     assert len(note) < 2000 and "\n" not in note  # one note, whole
     assert releases.note(lab, releases.built_from(_nb(lab.releases[2].marker, release=3), lab)) is None
@@ -89,7 +89,37 @@ def test_a_release_that_changed_nothing_graded_says_so():
     lab = LABS["lab3"].as_of(3)  # releases 2 and 3 moved names and stated rules (4 asks written questions)
     note = releases.note(lab, releases.built_from({"cells": [], "metadata": {}}, lab))
     assert "Release 2 (2026-11-23): gemm_chain_graph and perturbed moved" in note and "Release 3" in note
-    assert note.endswith("Nothing graded changed since release 1: you were graded as the current release grades.")
+    assert note.index("Nothing graded changed since release 1: you were graded as the current release grades. "
+                      "What changed since: Release 2") > 0
+
+
+@pytest.mark.parametrize("lab_name", list(LABS))
+def test_every_earlier_releases_note_fits_one_message_with_how_it_was_graded_whole(lab_name):
+    """However long the changelog grows, the note of a notebook of any earlier release fits in one message and says
+    first, whole, which release it is and how it was graded; only what each later release changed is shortened."""
+    from grader.core.safe_text import LIMIT_MESSAGE
+
+    lab = LABS[lab_name]
+    for release in range(1, lab.release):
+        note = releases.note(lab, releases.built_from({"cells": [], "metadata": {"course": {"release": release}}},
+                                                      lab))
+        verdict, _, changes = note.partition(" What changed since: ")
+        assert len(note) < LIMIT_MESSAGE and changes, (release, len(note))
+        assert ("You were graded as" in verdict or "Nothing graded changed" in verdict) and verdict.endswith(".")
+        assert [f"Release {r.number} (" in changes for r in lab.releases[release:]] == [True] * (lab.release - release)
+
+
+def test_a_changelog_too_long_for_one_message_is_shortened_release_by_release():
+    from dataclasses import replace
+
+    from grader.core.safe_text import LIMIT_MESSAGE
+
+    lab = LABS["lab1"]
+    wordy = replace(lab, releases=tuple(replace(r, changes=r.changes + " More words." * 200) if r.number > 1 else r
+                                        for r in lab.releases))
+    note = releases.note(wordy, releases.built_from({"cells": [], "metadata": {"course": {"release": 1}}}, wordy))
+    assert len(note) < LIMIT_MESSAGE and note.count("... (shortened)") == lab.release - 1
+    assert "You were graded as release 1 was:" in note and "were not run" in note
 
 
 @pytest.mark.parametrize("lab_name", list(LABS))

@@ -69,7 +69,6 @@ def note(lab: Lab, built: Built) -> str | None:
     redeclared = lab.redeclared_since(built.release)
     lines = [f"Your notebook was built from release {built.release} of {lab.name} ({dates[built.release]}); "
              f"the lab is now at release {lab.release} ({dates[lab.release]}). You do not need the new handout."]
-    lines += [f"Release {r.number} ({r.date}): {r.changes}" for r in later]
     graded = []
     if redeclared:
         graded.append(f"task{'s' if len(redeclared) > 1 else ''} {_list(list(redeclared))} called your functions as "
@@ -93,4 +92,19 @@ def note(lab: Lab, built: Built) -> str | None:
     else:
         lines.append(f"Nothing graded changed since release {built.release}: you were graded as the current "
                      "release grades.")
-    return " ".join(lines)
+    return _with_changes(" ".join(lines), [(f"Release {r.number} ({r.date}): ", r.changes) for r in later])
+
+
+def _with_changes(verdict: str, changes: list[tuple[str, str]]) -> str:
+    """``verdict`` (which release, how it was graded: always whole) followed by what each later release changed,
+    each release's text shortened alike when the whole would not fit in one message (:data:`LIMIT_MESSAGE`)."""
+    from grader.core.safe_text import LIMIT_MESSAGE
+
+    def joined(texts: list[str]) -> str:
+        return " ".join([verdict, "What changed since:", *(head + text for (head, _), text in zip(changes, texts))])
+
+    texts = [text for _, text in changes]
+    if not changes or len(joined(texts)) < LIMIT_MESSAGE:
+        return joined(texts) if changes else verdict
+    room = max(40, (LIMIT_MESSAGE - 1 - len(joined([""] * len(changes)))) // len(changes))
+    return joined([text if len(text) <= room else text[:room - 16].rstrip() + " ... (shortened)" for text in texts])
