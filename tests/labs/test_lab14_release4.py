@@ -78,7 +78,7 @@ def test_the_frozen_release_3_handout_keeps_its_marks(tmp_path):
     assert result.score == LAB.as_of(3).auto_points == 95  # and the 5 written points, marked by hand
     assert {t.task_id: t.max_score for t in result.tasks} == {"14.1": 12, "14.2": 20, "14.3": 18, "14.4": 12,
                                                               "14.5": 19, "14.6": 14}
-    assert "was not part of your handout" in result.notes[0]
+    assert "were not part of your handout" in result.notes[0]
 
 
 # ---------------------------------------------------------------- 14.7: the compiler's figures
