@@ -63,7 +63,8 @@ def interpreted_kernels(defs: dict) -> None:
           f"{H100['name']} from them, the interpreter's seconds")
     g = torch.Generator().manual_seed(0)
     flops = [2 * 128 ** 3, 2 * 256 ** 3, 0, defs["attention_costs"](256, 32, 2, 64, False)["flash_flops"],
-             defs["attention_costs"](256, 32, 2, 32, False)["flash_flops"]]
+             defs["attention_costs"](256, 32, 2, 32, False)["flash_flops"],
+             0, 0]  # the backward's: its FLOPs not counted here (the bytes' time alone)
     runs = [("matmul 128^3, tiles 32", lambda: launch.run_matmul(defs["matmul_kernel"], torch.randn(128, 128, generator=g),
                                                                torch.randn(128, 128, generator=g), (32, 32, 32))[-1],
              judge.matmul_traffic(128, 128, 128, (32, 32, 32))),
@@ -78,7 +79,11 @@ def interpreted_kernels(defs: dict) -> None:
              judge.flash_traffic(2, 256, 32, (64, 64), False)),
             ("FlashAttention 2 x 256 x 32, blocks 32", lambda: launch.run_flash(
                 defs["flash_kernel"], *(torch.randn(2, 256, 32, generator=g) for _ in range(3)), False, (32, 32))[-1],
-             judge.flash_traffic(2, 256, 32, (32, 32), False))]
+             judge.flash_traffic(2, 256, 32, (32, 32), False)),
+            ("FlashAttention backward 2 x 256 x 32, 64 x 32", lambda: _backward(defs, g, False)[-1],
+             judge.backward_traffic(2, 256, 32, (64, 32), False)),
+            ("FlashAttention backward, causal, the same", lambda: _backward(defs, g, True)[-1],
+             judge.backward_traffic(2, 256, 32, (64, 32), True))]
     for (label, run, (loaded, stored)), work in zip(runs, flops):
         start = time.perf_counter()
         traffic = run()
@@ -87,6 +92,21 @@ def interpreted_kernels(defs: dict) -> None:
         predicted = max(work / H100["flops"], traffic.total_bytes / H100["bandwidth"])
         print(f"  {label:40s} {traffic.total_bytes:>12,} B  closed form {'equal' if same else 'DIFFERENT'}  "
               f"predicted {predicted * 1e6:6.2f} us  interpreter {seconds:6.2f} s")
+
+
+def _backward(defs: dict, generator, causal: bool):
+    """The solution's backward on 2 heads of 256 x 32 in query blocks of 64 and key blocks of 32, O and L float64's."""
+    import torch
+
+    from util.labs.lab14 import judge, launch
+
+    q, k, v, do = (torch.randn(2, 256, 32, generator=generator) for _ in range(4))
+    scores = q.double() @ k.double().transpose(-1, -2) / 32 ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(256, 256, dtype=torch.bool).triu(1), float("-inf"))
+    o = judge.attention64(q, k, v, do, causal)[0].float()
+    return launch.run_flash_backward(defs["flash_backward_kernel"], q, k, v, o, torch.logsumexp(scores, -1).float(), do,
+                                     causal, (64, 32))
 
 
 def gpu_kernels(defs: dict) -> None:
@@ -156,9 +176,10 @@ def grading_rows() -> dict[str, float]:
     np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(defs["FlashAttention"]), dtype=np.uint8))
     saved = {"14.2": buffer.getvalue()} | {task: rules.kernel_source(defs[name]).encode()
                                            for task, name in (("14.3", "matmul_kernel"), ("14.4", "softmax_kernel"),
-                                                              ("14.5", "flash_kernel"))}
+                                                              ("14.5", "flash_kernel"),
+                                                              ("14.8", "flash_backward_kernel"))}
     checks = {"14.2": judge.check_attention, "14.3": judge.check_matmul, "14.4": judge.check_softmax,
-              "14.5": judge.check_flash}
+              "14.5": judge.check_flash, "14.8": judge.check_backward}
     with serving():
         start = time.perf_counter()
         for task_id, check in checks.items():
@@ -170,6 +191,14 @@ def grading_rows() -> dict[str, float]:
                     sys.exit(f"the judge failed the solution on {task_id} {case.id}: {problems}")
                 rows[f"  judge {task_id}: {case.id[:60]}"] = time.perf_counter() - before
         rows["the judges' work alone (student processes started at the first case)"] = time.perf_counter() - start
+        before = time.perf_counter()  # a compile alone, at constexprs no case uses (nothing cached)
+        reply, _, problem = judge._ask("compiler", {"kernel": "backward", "source": saved["14.8"].decode(),
+                                                    "constexprs": {"D": 64, "BLOCK_M": 64, "BLOCK_N": 64,
+                                                                   "CAUSAL": True}})
+        if problem or "compiled" not in reply:
+            sys.exit(f"the compiler refused the solution's backward: {problem or reply}")
+        rows["  compile of the backward for an H100 alone (D = 64, blocks of 64, causal)"] = \
+            time.perf_counter() - before
     for state in (judge._students, judge._answered, judge._owing, judge._compiled, judge._baseline):
         state.clear()
     return rows

@@ -18,7 +18,8 @@ from grader.core.notebook import cell_tasks, read
 from util.labs import get_lab
 
 LAB = get_lab("lab14")
-KERNELS = {"matmul": "matmul_kernel", "softmax": "softmax_kernel", "flash": "flash_kernel"}
+KERNELS = {"matmul": "matmul_kernel", "softmax": "softmax_kernel", "flash": "flash_kernel",
+           "backward": "flash_backward_kernel"}
 
 
 @lru_cache(maxsize=None)
@@ -51,7 +52,7 @@ def namespace(replacements: tuple[tuple[str, str], ...] = ()) -> dict:
 
 
 def kernel(kind: str):
-    """The solution's ``matmul_kernel``, ``softmax_kernel`` or ``flash_kernel``."""
+    """The solution's ``matmul_kernel``, ``softmax_kernel``, ``flash_kernel`` or ``flash_backward_kernel``."""
     return namespace()[KERNELS[kind]]
 
 

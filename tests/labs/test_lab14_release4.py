@@ -47,18 +47,18 @@ def test_the_students_compiler_table_shows_none_of_the_hidden_configurations():
 # ---------------------------------------------------------------- the release
 
 def test_release_4_adds_a_task_whose_points_came_from_three_others():
-    assert LAB.release == 4 and LAB.tasks_since(3) == ("14.7",) and LAB.tasks_since(4) == ()
+    assert LAB.tasks_since(3) == ("14.7", "14.8") and LAB.tasks_since(4) == ("14.8",)  # 14.8: release 5's
     for release in (1, 2, 3):
         old = LAB.as_of(release)
         assert [t.id for t in old.tasks] == ["14.1", "14.2", "14.3", "14.4", "14.5", "14.6"]
         assert old.max_points == LAB.max_points == 100
         assert [t.max_points for t in old.tasks] == [12, 20, 18, 12, 22, 16]
-    old = LAB.as_of(3)
+    old, four = LAB.as_of(3), LAB.as_of(4)
     assert {t.id: [c.points for c in t.cases] for t in old.tasks if t.id in ("14.1", "14.2", "14.6")} == {
         "14.1": [2, 2, 2, 2], "14.2": [4, 4, 4, 4], "14.6": [3, 3, 3, 3]}  # each case its share, as it was
-    assert {t.id: [c.points for c in t.cases] for t in LAB.tasks if t.id in ("14.1", "14.2", "14.6", "14.7")} == {
+    assert {t.id: [c.points for c in t.cases] for t in four.tasks if t.id in ("14.1", "14.2", "14.6", "14.7")} == {
         "14.1": [1, 1, 1, 1], "14.2": [3, 3, 3, 3], "14.6": [2, 2, 2, 2], "14.7": [1] * 10}
-    assert [t.max_points for t in LAB.tasks] == [8, 16, 18, 12, 22, 12, 12]
+    assert [t.max_points for t in four.tasks] == [8, 16, 18, 12, 22, 12, 12]
 
 
 def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
@@ -66,7 +66,7 @@ def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 3 and "Release 4 (2026-12-02): A new task: 14.7" in note
-    assert "the task added since (14.7) was not part of your handout and is not graded" in note
+    assert "the tasks added since (14.7 and 14.8) were not part of your handout and are not graded" in note
 
 
 @pytest.mark.notebook
@@ -78,7 +78,7 @@ def test_the_frozen_release_3_handout_keeps_its_marks(tmp_path):
     assert result.score == LAB.as_of(3).auto_points == 95  # and the 5 written points, marked by hand
     assert {t.task_id: t.max_score for t in result.tasks} == {"14.1": 12, "14.2": 20, "14.3": 18, "14.4": 12,
                                                               "14.5": 19, "14.6": 14}
-    assert "was not part of your handout" in result.notes[0]
+    assert "were not part of your handout" in result.notes[0]
 
 
 # ---------------------------------------------------------------- 14.7: the compiler's figures

@@ -15,7 +15,8 @@ from util.labs import get_lab  # noqa: E402
 from util.labs.lab14 import launch  # noqa: E402
 from util.labs.lab14.rules import kernel_problems  # noqa: E402
 
-PARAMETERS = {"matmul": launch.MATMUL_PARAMETERS, "softmax": launch.SOFTMAX_PARAMETERS, "flash": launch.FLASH_PARAMETERS}
+PARAMETERS = {"matmul": launch.MATMUL_PARAMETERS, "softmax": launch.SOFTMAX_PARAMETERS, "flash": launch.FLASH_PARAMETERS,
+              "backward": launch.FLASH_BACKWARD_PARAMETERS}
 HEAD = "@triton.jit\ndef softmax_kernel(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):\n"
 BODY = "    row = tl.program_id(0)\n"
 

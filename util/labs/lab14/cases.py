@@ -8,7 +8,8 @@ Random inputs (14.2 to 14.5) are drawn by the judge from the grading secret and 
 (:mod:`util.judging.secret`), so any seed makes a valid case (``seeds=("seed",)``: a term secret draws them anew).
 Shapes are chosen for what they catch: a last block cut short (masks, ``cdiv``, ``min``), a matrix given transposed
 (strides), values large enough (around 1,000) that an exponential taken before the maximum overflows even in
-float64 (past 709), causal blocks on and off the diagonal, and in 14.6 shapes where rounding the
+float64 (past 709), causal blocks on and off the diagonal (14.8: query blocks larger and smaller than the key
+blocks, so that a key block's first query block is not always its own), and in 14.6 shapes where rounding the
 number of tiles up picks another tile than the formula without it. 14.7's configurations are in
 ``cases_tiles.py``, their compiler figures in ``cases_compiled.json``. Interpreter time: every Triton case keeps
 N <= 256 with blocks >= 32 (about 0.2 to 1 s each).
@@ -65,13 +66,13 @@ CASES = {
     ),
     "14.2": (
         _seeded("2 heads of 200 queries in blocks of 64 (a last block of 8)",
-                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 3),
+                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 2),
         _seeded("causal, 4 heads of 128 x 64 in blocks of 32",
-                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 3),
+                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 2),
         _seeded("causal, 130 queries in blocks of 32 (a last block of 2)",
-                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 3),
+                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 2),
         _seeded("causal, 2,048 queries within a memory budget smaller than one score matrix",
-                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 3),
+                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 2),
     ),
     "14.3": (
         _seeded("96 x 128 x 64 in tiles of 32", {"m": 96, "n": 128, "k": 64, "block": [32, 32, 32], "seed": 1}, 3),
@@ -84,9 +85,9 @@ CASES = {
     ),
     "14.4": (
         _seeded("16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)",
-                {"rows": 16, "cols": 1000, "scale": 1000.0, "seed": 1}, 3, since=3),  # was size 50 until release 3
-        _seeded("12 rows of 777", {"rows": 12, "cols": 777, "seed": 2}, 3),
-        _seeded("8 rows of exactly 256 (no masked lane)", {"rows": 8, "cols": 256, "seed": 3}, 3),
+                {"rows": 16, "cols": 1000, "scale": 1000.0, "seed": 1}, 2, since=3),  # was size 50 until release 3
+        _seeded("12 rows of 777", {"rows": 12, "cols": 777, "seed": 2}, 2),
+        _seeded("8 rows of exactly 256 (no masked lane)", {"rows": 8, "cols": 256, "seed": 3}, 2),
     ),
     "14.5": (
         _seeded("2 heads of 96 x 32 in blocks of 32",
@@ -108,5 +109,14 @@ CASES = {
              {"m": 100, "n": 5000, "k": 1024, "machine": SMALL}, 2),
     ),
     "14.7": _tile_cases(),
+    "14.8": (  # since release 5 (the task's: Task.since); each a compile of its own constexprs (about 3 s)
+        _seeded("2 heads of 80 x 16, query blocks of 32 and key blocks of 16 (ragged)",
+                {"heads": 2, "n": 80, "d": 16, "block": [32, 16], "causal": False, "seed": 1}, 3, since=5),
+        _seeded("causal, 2 heads of 90 x 16, query blocks of 32 and key blocks of 16 (key blocks inside a query "
+                "block, a ragged diagonal)",
+                {"heads": 2, "n": 90, "d": 16, "block": [32, 16], "causal": True, "seed": 2}, 3, since=5),
+        _seeded("causal, 72 x 32, query blocks of 16 and key blocks of 32",
+                {"heads": 1, "n": 72, "d": 32, "block": [16, 32], "causal": True, "seed": 3}, 2, since=5),
+    ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

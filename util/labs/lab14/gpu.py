@@ -35,9 +35,11 @@ KINDS = {
     "matmul": ("matmul_kernel", ("*fp32",) * 3 + ("i32",) * 9 + ("constexpr",) * 3),
     "softmax": ("softmax_kernel", ("*fp32",) * 2 + ("i32",) * 3 + ("constexpr",)),
     "flash": ("flash_kernel", ("*fp32",) * 5 + ("i32", "fp32", "i32", "i32") + ("constexpr",) * 4),
+    "backward": ("flash_backward_kernel", ("*fp32",) * 9 + ("i32", "fp32", "i32", "i32") + ("constexpr",) * 4),
 }
 """Kernel kind -> its name and the Triton type of each of its parameters (in the order of
-:data:`util.labs.lab14.launch.MATMUL_PARAMETERS`, ``SOFTMAX_PARAMETERS``, ``FLASH_PARAMETERS``)."""
+:data:`util.labs.lab14.launch.MATMUL_PARAMETERS`, ``SOFTMAX_PARAMETERS``, ``FLASH_PARAMETERS``,
+``FLASH_BACKWARD_PARAMETERS``)."""
 
 
 def compiler_ready() -> str:
@@ -59,10 +61,10 @@ def constexprs(kind: str, launch: Mapping[str, Any]) -> dict[str, Any]:
         return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), (int(b) for b in launch["block"])))
     if kind == "softmax":
         return {"BLOCK": softmax_block(int(launch["cols"]))}
-    if kind == "flash":
+    if kind in ("flash", "backward"):
         bm, bn = (int(b) for b in launch["block"])
         return {"D": int(launch["d"]), "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": bool(launch["causal"])}
-    raise ValueError(f"kind is matmul, softmax or flash, not {kind!r}")
+    raise ValueError(f"kind is matmul, softmax, flash or backward, not {kind!r}")
 
 
 def compile_source(kind: str, source: str, values: Mapping[str, Any]) -> dict[str, Any]:

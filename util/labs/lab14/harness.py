@@ -57,7 +57,8 @@ def _floats(data: bytes, offset: int, shape: list[int]) -> tuple[Any, int]:
     return torch.from_numpy(array), offset + 4 * elements
 
 
-KERNELS = {"matmul": "matmul_kernel", "softmax": "softmax_kernel", "flash": "flash_kernel"}
+KERNELS = {"matmul": "matmul_kernel", "softmax": "softmax_kernel", "flash": "flash_kernel",
+           "backward": "flash_backward_kernel"}
 """Kernel kind -> the name its source must define."""
 
 
@@ -65,7 +66,7 @@ def _parameters(kind: str) -> tuple[str, ...]:
     from util.labs.lab14 import launch
 
     return {"matmul": launch.MATMUL_PARAMETERS, "softmax": launch.SOFTMAX_PARAMETERS,
-            "flash": launch.FLASH_PARAMETERS}[kind]
+            "flash": launch.FLASH_PARAMETERS, "backward": launch.FLASH_BACKWARD_PARAMETERS}[kind]
 
 
 def _load_kernel(header: dict) -> tuple[str, str]:
@@ -94,18 +95,29 @@ def _run_kernel(kind: str, kernel: Any, header: dict, data: bytes) -> tuple[dict
         x, _ = _floats(data, 0, [int(shape["rows"]), int(shape["cols"])])
         y, traffic = launch.run_softmax(kernel, x)
         outputs = [y]
-    else:
+    elif kind == "flash":
         dims = [int(shape["heads"]), int(shape["n"]), int(shape["d"])]
         q, offset = _floats(data, 0, dims)
         k, offset = _floats(data, offset, dims)
         v, _ = _floats(data, offset, dims)
         o, lse, traffic = launch.run_flash(kernel, q, k, v, bool(shape["causal"]), tuple(shape["block"]))
         outputs = [o, lse]
+    else:  # the backward: q, k, v, O, dO, then L
+        dims = [int(shape["heads"]), int(shape["n"]), int(shape["d"])]
+        tensors, offset = [], 0
+        for _ in range(5):
+            tensor, offset = _floats(data, offset, dims)
+            tensors.append(tensor)
+        lse, _ = _floats(data, offset, dims[:2])
+        q, k, v, o, do = tensors
+        dq, dk, dv, traffic = launch.run_flash_backward(kernel, q, k, v, o, lse, do, bool(shape["causal"]),
+                                                        tuple(shape["block"]))
+        outputs = [dq, dk, dv]
     return {"done": traffic.to_dict()}, b"".join(t.to(torch.float32).contiguous().numpy().tobytes() for t in outputs)
 
 
 def serve_kernels(channel: Channel) -> None:
-    """For each case: ``{"kernel": "matmul"|"softmax"|"flash", "source": str}``, answered ``{"loaded": true}`` or
+    """For each case: ``{"kernel": "matmul"|"softmax"|"flash"|"backward", "source": str}``, answered ``{"loaded": true}`` or
     ``{"refused": [problems]}``; then (after a load) ``{"shape": {...}}`` + the inputs (float32), answered
     ``{"done": traffic}`` + the outputs (float32) or ``{"raised": message}``; until the judge closes the
     channel. The counter is installed before the first request is read, and the kernel is made from its source

@@ -16,6 +16,9 @@ grader's own float64 references and closed forms; the student's code runs only i
   kernel was made and the course's launcher chooses grid and arguments (each program its own); the outputs are
   compared with float64 computed here, and the bytes loaded and stored per tensor with the closed forms here
   (:func:`matmul_traffic`, :func:`softmax_traffic`, :func:`flash_traffic`), exactly.
+* 14.8 :func:`check_backward` (release 5): the FlashAttention backward kernel, judged as 14.3 to 14.5 are (the
+  rules, the compiler, the interpreter with the course's counter), on q, k, v, dO drawn here and O, L computed
+  here; dQ, dK, dV against float64 autograd, the traffic against :func:`backward_traffic`.
 
 Inputs: drawn from the grading secret (:mod:`util.judging.secret`) and the case's spec, so nothing the notebook
 or a student process holds can compute them, and a submission graded twice is judged on two draws. A student
@@ -96,6 +99,27 @@ def flash_traffic(heads: int, n: int, d: int, block: tuple[int, int], causal: bo
     kv = 4 * heads * d * key_rows(n, block, causal)
     return ({"q": 4 * heads * n * d, "k": kv, "v": kv, "o": 0, "lse": 0},
             {"q": 0, "k": 0, "v": 0, "o": 4 * heads * n * d, "lse": 4 * heads * n})
+
+
+def query_rows(n: int, block: tuple[int, int], causal: bool) -> int:
+    """Rows of Q (and of dO, O, L) one head's key-block programs load together in the backward: each key block
+    ``j`` visits the query blocks from the one holding its first key, ``floor(j BN / BM) BM``, when causal (the
+    blocks before see none of its keys), from 0 otherwise, to ``N``."""
+    bm, bn = block
+    return sum(n - (start // bm * bm if causal else 0) for start in range(0, n, bn))
+
+
+def backward_traffic(heads: int, n: int, d: int, block: tuple[int, int], causal: bool) -> tuple[dict, dict]:
+    """FlashAttention-2's backward as one kernel without atomics (task 14.8): the key-block programs read K and
+    V once and Q, dO, O and L once per query block they visit (:func:`query_rows`; O for ``D = rowsum(dO O)``);
+    the query-block programs read Q, dO, O and L once and K and V once per key block they visit
+    (:func:`key_rows`, as the forward); dQ, dK and dV are written once, and nothing is read from them."""
+    rows, keys, full = query_rows(n, block, causal), key_rows(n, block, causal), 4 * heads * n * d
+    each = 4 * heads * d * (rows + n)
+    loaded = {"q": each, "k": 4 * heads * d * (n + keys), "v": 4 * heads * d * (n + keys), "o": each, "do": each,
+              "lse": 4 * heads * (rows + n), "dq": 0, "dk": 0, "dv": 0}
+    stored = {name: 0 for name in loaded} | {"dq": full, "dk": full, "dv": full}
+    return loaded, stored
 
 
 # ------------------------------------------------------------------ inputs and references
@@ -332,7 +356,7 @@ def check_attention(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) 
     return problems
 
 
-# ------------------------------------------------------------------ 14.3 to 14.5
+# ------------------------------------------------------------------ 14.3 to 14.5 (and 14.8)
 
 
 def _traffic_problems(found: Any, expected: tuple[dict, dict], what: Mapping[str, str]) -> list[str]:
@@ -486,3 +510,33 @@ def check_flash(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> l
     expected = [torch.softmax(scores, -1) @ v.double(), torch.logsumexp(scores, -1)]
     return _judged(_read_outputs(out, [dims, dims[:2]]), expected, ["O", "L"], traffic,
                    flash_traffic(*dims, block, causal), {"q": "Q", "k": "K", "v": "V", "o": "O", "lse": "L"})
+
+
+# ------------------------------------------------------------------ 14.8
+
+
+def check_backward(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 14.8: dQ, dK, dV within :data:`KERNEL_RTOL` of float64 autograd and the bytes per tensor exactly
+    :func:`backward_traffic`. q, k, v, dO are drawn here; O and L are the grader's own (float64, given in
+    float32), so the backward is judged apart from the student's forward."""
+    import torch
+
+    from util.labs.lab14.launch import FLASH_BACKWARD_PARAMETERS
+
+    dims = [int(spec["heads"]), int(spec["n"]), int(spec["d"])]
+    block, causal = tuple(int(b) for b in spec["block"]), bool(spec["causal"])
+    q, k, v, do = inputs(spec, [dims] * 4)
+    scores = q.double() @ k.double().transpose(-1, -2) / math.sqrt(dims[2])
+    if causal:
+        scores = scores.masked_fill(torch.ones(dims[1], dims[1], dtype=torch.bool).triu(1), float("-inf"))
+    o, lse = (torch.softmax(scores, -1) @ v.double()).float(), torch.logsumexp(scores, -1).float()
+    header = {"heads": dims[0], "n": dims[1], "d": dims[2], "block": list(block), "causal": causal}
+    out, traffic, problems = _run_kernel("backward", data, FLASH_BACKWARD_PARAMETERS, "flash_backward_kernel",
+                                         header, gpu.constexprs("backward", header), [q, k, v, o, do, lse])
+    if problems:
+        return problems
+    _, *expected = attention64(q, k, v, do, causal)
+    return _judged(_read_outputs(out, [dims] * 3), expected, ["dQ", "dK", "dV"], traffic,
+                   backward_traffic(*dims, block, causal),
+                   {"q": "Q", "k": "K", "v": "V", "o": "O", "do": "dO", "lse": "L", "dq": "dQ", "dk": "dK",
+                    "dv": "dV"})

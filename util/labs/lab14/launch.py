@@ -10,7 +10,11 @@ does with the arguments it is given (:mod:`util.labs.lab14.rules` says what a ke
   ``BLOCK`` = the next power of two of the row length;
 * :func:`run_flash` ``(kernel, q, k, v, causal, block=(BLOCK_M, BLOCK_N))``: attention of ``[heads, N, D]``
   float32 tensors (contiguous), scale ``1/sqrt(D)``, one program per ``BLOCK_M`` query rows of one head, grid
-  ``(cdiv(N, BLOCK_M), heads)``; the output ``O`` ``[heads, N, D]`` and the log-sum-exp ``L`` ``[heads, N]``.
+  ``(cdiv(N, BLOCK_M), heads)``; the output ``O`` ``[heads, N, D]`` and the log-sum-exp ``L`` ``[heads, N]``;
+* :func:`run_flash_backward` ``(kernel, q, k, v, o, lse, do, causal, block=(BLOCK_M, BLOCK_N))``: the gradients
+  ``dQ``, ``dK``, ``dV`` of that attention from ``O``, ``L`` and ``dO`` (release 5), grid
+  ``(cdiv(N, BLOCK_N) + cdiv(N, BLOCK_M), heads)``: first one program per key block (its ``dK`` and ``dV``), then
+  one per query block (its ``dQ``).
 
 Each runs the kernel in Triton's interpreter on the CPU (wherever the tensors were) and returns its outputs
 with the :class:`util.labs.lab14.traffic.Traffic` the course counted (:func:`util.labs.lab14.traffic.counting`):
@@ -38,6 +42,9 @@ SOFTMAX_PARAMETERS = ("x_ptr", "y_ptr", "n_cols", "stride_x", "stride_y", "BLOCK
 FLASH_PARAMETERS = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "lse_ptr", "N", "scale", "stride_h", "stride_n", "D",
                     "BLOCK_M", "BLOCK_N", "CAUSAL")
 """The parameters of task 14.5's ``flash_kernel``, in order."""
+FLASH_BACKWARD_PARAMETERS = ("q_ptr", "k_ptr", "v_ptr", "o_ptr", "do_ptr", "lse_ptr", "dq_ptr", "dk_ptr", "dv_ptr",
+                             "N", "scale", "stride_h", "stride_n", "D", "BLOCK_M", "BLOCK_N", "CAUSAL")
+"""The parameters of task 14.8's ``flash_backward_kernel``, in order (release 5)."""
 _interpreted: dict[Any, Any] = {}
 
 
@@ -192,6 +199,38 @@ def run_flash(kernel: Any, q, k, v, causal: bool = False, block: tuple[int, int]
     grid, args = flash_args(q, k, v, o, lse, causal, block)
     traffic = _launch(kernel, grid, args, {"q": q, "k": k, "v": v, "o": o, "lse": lse})
     return o, lse, traffic
+
+
+def flash_backward_args(q, k, v, o, lse, do, dq, dk, dv, causal: bool,
+                        block: tuple[int, int]) -> tuple[tuple[int, ...], tuple]:
+    """The grid and arguments of a FlashAttention backward launch (:data:`FLASH_BACKWARD_PARAMETERS`): the
+    ``cdiv(N, BLOCK_N)`` key-block programs first, then the ``cdiv(N, BLOCK_M)`` query-block programs."""
+    heads, n, d = q.shape
+    bm, bn = (int(x) for x in block)
+    return (math.ceil(n / bn) + math.ceil(n / bm), heads), (q, k, v, o, do, lse, dq, dk, dv, n, 1.0 / math.sqrt(d),
+                                                           q.stride(0), q.stride(1), d, bm, bn, bool(causal))
+
+
+def run_flash_backward(kernel: Any, q, k, v, o, lse, do, causal: bool = False, block: tuple[int, int] = (32, 32)):
+    """``(dQ, dK, dV, traffic)``: ``kernel`` (``flash_backward_kernel``, :data:`FLASH_BACKWARD_PARAMETERS`)
+    computing the gradients of attention (as :func:`run_flash` computes it) in the interpreter, from ``q, k, v``,
+    the forward's ``O`` and ``L`` (``[heads, N, D]`` and ``[heads, N]``) and the output's gradient ``do``, all
+    float32. Program ``p < cdiv(N, BLOCK_N)`` of head ``h`` writes ``dK`` and ``dV`` of the key block ``p``
+    (``BLOCK_N`` rows); program ``cdiv(N, BLOCK_N) + i`` writes ``dQ`` of the query block ``i`` (``BLOCK_M``
+    rows). No program reads what another writes: each sums its block's gradient itself."""
+    import torch
+
+    q, k, v, o, do = (_cpu(t, name).contiguous() for t, name in ((q, "q"), (k, "k"), (v, "v"), (o, "o"),
+                                                                 (do, "do")))
+    lse = _cpu(lse, "lse").contiguous()
+    if q.dim() != 3 or any(t.shape != q.shape for t in (k, v, o, do)) or tuple(lse.shape) != tuple(q.shape[:2]):
+        raise ValueError(f"q, k, v, o, do must be [heads, N, D] of one shape and lse [heads, N]; got "
+                         f"{[list(t.shape) for t in (q, k, v, o, do)]} and {list(lse.shape)}")
+    dq, dk, dv = (torch.full(q.shape, float("nan")) for _ in range(3))
+    grid, args = flash_backward_args(q, k, v, o, lse, do, dq, dk, dv, causal, block)
+    traffic = _launch(kernel, grid, args, {"q": q, "k": k, "v": v, "o": o, "do": do, "lse": lse, "dq": dq,
+                                           "dk": dk, "dv": dv})
+    return dq, dk, dv, traffic
 
 
 def gpu_seconds(kind: str, kernel: Any, *inputs: Any, block: tuple[int, ...] | None = None,

@@ -6,7 +6,9 @@ pass over the row (the traffic doubles), values whose exponential overflows (a s
 float32 or float64 alike), more than one key block per query block (the accumulator must be rescaled whenever the
 running maximum moves), the diagonal of a causal mask; in 14.7, shared memory without the pipeline's stages (every
 hidden configuration has two or more) and an occupancy that leaves out the registers (three of the five hidden
-configurations are limited by them).
+configurations are limited by them); in 14.8, a backward whose dS leaves out D = rowsum(dO * O) (wrong dQ and
+dK on every case) and a causal backward that visits the blocks above the diagonal (right gradients, the traffic
+of a full one).
 
 ``variants``: the same mistake made another way the task allows (float64, another call, another order); the tests
 (``tests/labs/test_lab14_variants.py``) grade each through the task's cases and expect the same failures.
@@ -19,6 +21,16 @@ WARPS = (8, 4, 8, 8, 4)
 SHARED = tuple(f"shared memory of {config}" for config in CONFIGS)
 OCCUPANCY = tuple(f"occupancy of {config}, {warps} warps" for config, warps in zip(CONFIGS, WARPS))
 """Task 14.7's hidden cases, in order (``util.labs.lab14.cases_tiles``): shared memory, then occupancy."""
+BACKWARD = ("2 heads of 80 x 16, query blocks of 32 and key blocks of 16 (ragged)",
+            "causal, 2 heads of 90 x 16, query blocks of 32 and key blocks of 16 (key blocks inside a query block, a "
+            "ragged diagonal)",
+            "causal, 72 x 32, query blocks of 16 and key blocks of 32")
+"""Task 14.8's hidden cases, in order (``util.labs.lab14.cases``)."""
+_DS = "ds = p * (tl.dot(do, tl.trans(v)) - delta[:, None])"
+_BLOCK_DS = "dp = tl.dot(do, tl.trans(v))\n            ds = p * (dp - tl.sum(p * dp, axis=1)[:, None])"
+KEY_DS = "            dv += tl.dot(tl.trans(p), do)\n            " + _DS
+QUERY_DS = "            " + _DS + "\n            dq += tl.dot(ds, k) * scale"
+"""The backward's two lines that compute dS (the key-block programs', the query-block programs')."""
 OVERFLOW = "16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)"
 """Task 14.4's case that catches a softmax without the maximum (``util.labs.lab14.cases``)."""
 
@@ -150,5 +162,29 @@ MISTAKES = (
               '        "registers": limits["registers_per_sm"] // per_warp,'),),
         ),
         expected_failures={"14.7": (ANSWER, OCCUPANCY[0], OCCUPANCY[2], OCCUPANCY[4])},
+    ),
+    Mistake(
+        name="backward_without_delta",
+        description="Takes dS = P * dP, leaving out the softmax's row term D = rowsum(dO * O): dV is right, dQ and dK "
+                    "are wrong on every input (the term is each row's dP averaged under P, never zero).",
+        replacements=((KEY_DS, KEY_DS.replace(_DS, "ds = p * tl.dot(do, tl.trans(v))")),
+                      (QUERY_DS, QUERY_DS.replace(_DS, "ds = p * tl.dot(do, tl.trans(v))"))),
+        variants=(
+            ((KEY_DS, KEY_DS.replace(_DS, _BLOCK_DS)),  # D from the block's own P and dP: right only when one key
+             (QUERY_DS, QUERY_DS.replace(_DS, _BLOCK_DS))),  # block holds the whole row
+            ((KEY_DS, KEY_DS.replace(_DS, "ds = p * tl.dot(do, tl.trans(v))")),),  # only dK's programs without it
+        ),
+        expected_failures={"14.8": (ANSWER, *BACKWARD)},
+    ),
+    Mistake(
+        name="causal_backward_above_the_diagonal",
+        description="When causal, starts every key-block program at the first query block instead of the one holding "
+                    "its first key: the blocks above the diagonal are masked to zero, so the gradients are right, "
+                    "but Q, dO, O and L are read as often as in a full backward.",
+        replacements=(("            begin = (block * BLOCK_N) // BLOCK_M * BLOCK_M", "            begin = 0"),),
+        variants=(
+            (("            end = tl.minimum(start + BLOCK_M, N)", "            end = N"),),  # dQ's programs instead
+        ),
+        expected_failures={"14.8": (ANSWER, BACKWARD[1], BACKWARD[2])},
     ),
 )

@@ -1,5 +1,5 @@
-"""Lab 14's figures: a kernel's traffic against its tile size (counted and closed form), the roofline with the
-lab's kernels on it, and what the compiler made of each tile (registers, shared memory) with the occupancy that
+"""Lab 14's figures: a kernel's traffic against its tile size (counted and closed form), the FlashAttention
+backward's traffic against the sequence length, the roofline with the lab's kernels on it, and what the compiler made of each tile (registers, shared memory) with the occupancy that
 follows. Each returns the matplotlib ``Axes``."""
 from __future__ import annotations
 
@@ -21,6 +21,23 @@ def plot_traffic(tiles: Sequence[int], closed_form: Sequence[float], counted: Ma
             label="counted by the interpreter")
     ax.set(xscale="log", xlabel="tile size", ylabel=f"{ylabel} (MiB)", title=title)
     ax.set_xticks(list(tiles), [str(t) for t in tiles])
+    ax.grid(True, which="both", alpha=0.2)
+    ax.legend(fontsize=8)
+    return ax
+
+
+def plot_backward_traffic(lengths: Sequence[int], counted: Mapping[str, Sequence[float]], title: str = "", ax=None):
+    """Bytes loaded against the sequence length (log-log), one line of points per run in ``counted`` (``{label:
+    [bytes at each length]}``): a line of slope 2 grows as ``N^2`` (K, V or Q read once per block of the other),
+    a causal one sits about half as high."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    for (label, values), style in zip(counted.items(), ("o-", "s-", "^--", "v:")):
+        ax.plot(list(lengths), [b / 2**20 for b in values], style, ms=6, label=label)
+    ax.set(xscale="log", yscale="log", xlabel="sequence length N", ylabel="bytes loaded (MiB)", title=title)
+    ax.set_xticks(list(lengths), [str(n) for n in lengths])
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8)
     return ax

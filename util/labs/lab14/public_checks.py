@@ -74,7 +74,7 @@ def _rules(name: str, kind: str):
         from util.labs.lab14.rules import kernel_problems, kernel_source
 
         parameters = {"matmul": launch.MATMUL_PARAMETERS, "softmax": launch.SOFTMAX_PARAMETERS,
-                      "flash": launch.FLASH_PARAMETERS}[kind]
+                      "flash": launch.FLASH_PARAMETERS, "backward": launch.FLASH_BACKWARD_PARAMETERS}[kind]
         problems = kernel_problems(kernel_source(inspect.unwrap(kernel)), name, parameters)
         return "; ".join(problems[:3]) if problems else None
     return test
@@ -133,6 +133,53 @@ def _small_flash(kernel) -> str | None:
         if problem:
             return f"{'causal' if causal else 'full'} attention: {problem}"
     return None
+
+
+SMALL_BACKWARD = {
+    False: ({"q": 10_240, "k": 7_680, "v": 7_680, "o": 10_240, "do": 10_240, "lse": 640, "dq": 0, "dk": 0, "dv": 0},
+            {"q": 0, "k": 0, "v": 0, "o": 0, "do": 0, "lse": 0, "dq": 2_560, "dk": 2_560, "dv": 2_560}),
+    True: ({"q": 8_192, "k": 7_168, "v": 7_168, "o": 8_192, "do": 8_192, "lse": 512, "dq": 0, "dk": 0, "dv": 0},
+           {"q": 0, "k": 0, "v": 0, "o": 0, "do": 0, "lse": 0, "dq": 2_560, "dk": 2_560, "dv": 2_560}),
+}
+"""Causal -> the bytes loaded and stored per tensor by the backward on one head of 40 x 16 in query blocks of 32
+and key blocks of 16, counted by hand in the notebook (task 14.8)."""
+
+
+def _small_backward(kernel) -> str | None:
+    import torch
+
+    from util.labs.lab14.launch import run_flash_backward
+
+    generator = torch.Generator().manual_seed(4)
+    q, k, v, do = (torch.randn(1, 40, 16, generator=generator) for _ in range(4))
+    for causal in (False, True):
+        expected = _attention64(q, k, v, do, causal)
+        scores = q.double() @ k.double().transpose(-1, -2) / 4
+        if causal:
+            scores = scores.masked_fill(torch.ones(40, 40, dtype=torch.bool).triu(1), float("-inf"))
+        o, lse = expected[0].float(), torch.logsumexp(scores, -1).float()
+        dq, dk, dv, traffic = run_flash_backward(inspect.unwrap(kernel), q, k, v, o, lse, do, causal, (32, 16))
+        for name, found, wanted in zip(("dQ", "dK", "dV"), (dq, dk, dv), expected[1:]):
+            error = _relative(found, wanted)
+            if not error <= CLOSE:
+                return f"{'causal' if causal else 'full'} attention: {name} differs from float64 autograd by {error:.2g}"
+        problem = _traffic(traffic, *SMALL_BACKWARD[causal])
+        if problem:
+            return f"{'causal' if causal else 'full'} attention: {problem}"
+    return None
+
+
+def _backward_answer(answer: Any) -> str | None:
+    problem = has_keys(answer, ["loaded_bytes", "causal_loaded_bytes", "stored_bytes", "correct", "causal_correct"])
+    if problem:
+        return problem
+    full, causal = list(answer["loaded_bytes"]), list(answer["causal_loaded_bytes"])
+    return first(equal(answer["stored_bytes"], 98_304, "stored_bytes"), equal(answer["correct"], True, "correct"),
+                 equal(answer["causal_correct"], True, "causal_correct"),
+                 None if len(full) == len(causal) == 3 and all(c <= f for c, f in zip(causal, full))
+                 and all(c < f for c, f in zip(causal[1:], full[1:])) else
+                 f"causal_loaded_bytes {causal} is not below loaded_bytes {full} wherever N holds more than one "
+                 "block (128 and 256)")
 
 
 def _toy_plan(fn) -> str | None:
@@ -298,5 +345,18 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "(BLOCK_M BLOCK_K + BLOCK_K BLOCK_N) x bytes an element"),
         Check("the answer's warps are its blocks times num_warps", _warps_are_blocks,
               "an SM holds whole blocks: warps = blocks x num_warps"),
+    ),
+    "14.8": (
+        Check("flash_backward_kernel is written in Triton's language alone (help(kernel_problems))",
+              _rules("flash_backward_kernel", "backward"), "the rules of graded kernels, in the Conventions",
+              calls_function=True),
+        Check("1 head of 40 x 16, query blocks of 32 and key blocks of 16, full and causal: dQ, dK, dV correct and "
+              "the bytes per tensor counted by hand", _small_backward,
+              "a key-block program reads its K and V once and, per query block it visits, Q, dO, O and L; causal, it "
+              "starts at the query block holding its first key; a query-block program stops at its diagonal",
+              calls_function=True),
+        Check("the answer: dQ, dK, dV stored once at N = 256 (98,304 bytes), correct, less traffic when causal "
+              "once N holds more than one block",
+              _backward_answer, "the causal backward skips the blocks above the diagonal in both kinds of program"),
     ),
 }

@@ -6,7 +6,9 @@ counts every byte they load and store (:mod:`util.labs.lab14.traffic`): a tiled 
 softmax (14.4) and a FlashAttention forward (14.5); then they choose a matmul's tile and predict its time on a
 stated GPU from the counts (14.6); since release 4, they predict what an H100's compiler makes of a tile (14.7):
 its shared memory from the tile, the element type and ``num_stages``, and how many blocks and warps an SM holds
-from the registers and shared memory the compiler gave it (:mod:`util.labs.lab14.compiled`).
+from the registers and shared memory the compiler gave it (:mod:`util.labs.lab14.compiled`); since release 5, they
+write FlashAttention-2's backward as a Triton kernel (14.8): dQ, dK and dV recomputing P from the forward's
+log-sum-exp, its traffic counted as the forward's is.
 
 How the grader decides, for each task (the judges are grader-only; what they do is said here):
 
@@ -22,13 +24,14 @@ How the grader decides, for each task (the judges are grader-only; what they do 
   held before any of the student's code ran: the largest case's score matrix alone would need 16 MiB. O, dQ, dK
   and dV are compared with float64 autograd on inputs the grader draws from its secret:
   ``max|yours - float64| / max|float64| <= 1e-4`` each.
-* 14.3 to 14.5: the kernel's source is saved and read by the grader, which runs it only if it is written in
+* 14.3 to 14.5 and 14.8: the kernel's source is saved and read by the grader, which runs it only if it is written in
   Triton's language alone (:mod:`util.labs.lab14.rules`) and Triton's own compiler compiles it for an H100
   (:mod:`util.labs.lab14.gpu`: what only the interpreter could run is not counted), then runs it in a process of
   its own through the course's launcher (:mod:`util.labs.lab14.launch`) in Triton's interpreter with its own
   counter, on inputs it draws: outputs within ``1e-5`` of float64 (relative to the largest element), and the
   bytes loaded from and stored into each tensor equal to the closed form, exactly. A load or store outside the
-  tensors fails the case.
+  tensors fails the case. 14.8's kernel receives the grader's own O and L (float64 rounded to float32) with the
+  q, k, v and dO it drew; its dQ, dK, dV are compared with float64 autograd.
 """
 from __future__ import annotations
 
@@ -98,8 +101,11 @@ def _smoke(kind: str, kernel: Any) -> None:
         launch.run_matmul(kernel, torch.ones(16, 16), torch.ones(16, 16), (16, 16, 16))
     elif kind == "softmax":
         launch.run_softmax(kernel, torch.ones(2, 8))
-    else:
+    elif kind == "flash":
         launch.run_flash(kernel, *(torch.ones(1, 16, 16) for _ in range(3)), False, (16, 16))
+    else:
+        launch.run_flash_backward(kernel, *(torch.ones(1, 16, 16) for _ in range(4)), torch.ones(1, 16),
+                                  torch.ones(1, 16, 16), False, (16, 16))
 
 
 def _kernel(kind: str, name: str, parameters: tuple[str, ...]) -> Callable:
@@ -183,9 +189,11 @@ def _tile(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _parameters() -> dict[str, tuple[str, ...]]:
-    from util.labs.lab14.launch import FLASH_PARAMETERS, MATMUL_PARAMETERS, SOFTMAX_PARAMETERS
+    from util.labs.lab14.launch import (FLASH_BACKWARD_PARAMETERS, FLASH_PARAMETERS, MATMUL_PARAMETERS,
+                                        SOFTMAX_PARAMETERS)
 
-    return {"matmul": MATMUL_PARAMETERS, "softmax": SOFTMAX_PARAMETERS, "flash": FLASH_PARAMETERS}
+    return {"matmul": MATMUL_PARAMETERS, "softmax": SOFTMAX_PARAMETERS, "flash": FLASH_PARAMETERS,
+            "backward": FLASH_BACKWARD_PARAMETERS}
 
 
 _PARAMETERS = _parameters()
@@ -220,10 +228,10 @@ TASKS = (
                "notebook's causal example",
         keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
         function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
-        checks=CHECKS["14.2"], hidden_points=12, judged=("function", "memory"),
+        checks=CHECKS["14.2"], hidden_points=8, judged=("function", "memory"),
     ),
     Task(
-        id="14.3", title="A Triton tiled matmul", answer_points=4,
+        id="14.3", title="A Triton tiled matmul", answer_points=2,
         answer="{'loaded_bytes': [at tiles 32, 64, 128 and 128 x 32], 'stored_bytes': int, 'correct': bool} "
                "for the 128 x 128 x 128 product",
         keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
@@ -232,11 +240,11 @@ TASKS = (
         judged=("function", "kernel"),
     ),
     Task(
-        id="14.4", title="A fused Triton softmax", answer_points=3,
+        id="14.4", title="A fused Triton softmax", answer_points=2,
         answer="{'loaded_bytes': int, 'stored_bytes': int, 'correct': bool} for the 64 x 1000 matrix",
         keys=("loaded_bytes", "stored_bytes", "correct"), tolerance=EXACT,
         function="softmax_kernel", run_case=_kernel("softmax", "softmax_kernel", _PARAMETERS["softmax"]),
-        grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=9,
+        grader_check=f"{JUDGE}:check_softmax", checks=CHECKS["14.4"], hidden_points=6,
         judged=("function", "kernel"),
     ),
     Task(
@@ -262,12 +270,26 @@ TASKS = (
         keys=TILE, tolerance=EXACT, function="occupancy", run_case=_tile, checks=CHECKS["14.7"],
         hidden_points=10,
     ),
+    Task(
+        id="14.8", title="A Triton FlashAttention backward", answer_points=2, since=5,
+        answer="{'loaded_bytes': [at N = 64, 128, 256], 'causal_loaded_bytes': [the same, causal], "
+               "'stored_bytes': int, 'correct': bool, 'causal_correct': bool} for one head of N x 32 in blocks of 64",
+        keys=("loaded_bytes", "causal_loaded_bytes", "stored_bytes", "correct", "causal_correct"), tolerance=EXACT,
+        function="flash_backward_kernel",
+        run_case=_kernel("backward", "flash_backward_kernel", _PARAMETERS["backward"]),
+        grader_check=f"{JUDGE}:check_backward", checks=CHECKS["14.8"], hidden_points=8,
+        judged=("function", "kernel"),
+    ),
 )
-"""The tasks of the current release (4), in notebook order."""
+"""The tasks of the current release (5), in notebook order."""
 
 BEFORE_4 = {"14.1": (4, 8), "14.2": (4, 16), "14.6": (2, 12)}
 """Task id -> (answer points, hidden points) as releases 1 to 3 declared them: release 4's task 14.7 took its
 points from these tasks, each hidden case keeping its share (``Lab.with_cases``)."""
+
+BEFORE_5 = {"14.2": (4, 12), "14.3": (4, 14), "14.4": (3, 9)}
+"""Task id -> (answer points, hidden points) as releases 1 to 4 declared them: release 5's task 14.8 took its
+points from these tasks, each hidden case keeping its share."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -301,6 +323,14 @@ LAB = Lab(
                 marker="keeps num_stages copies of the A tile and the B tile",
                 previous=tuple(replace(task, answer_points=BEFORE_4[task.id][0], hidden_points=BEFORE_4[task.id][1])
                                for task in TASKS if task.id in BEFORE_4)),
+        Release(5, "2026-12-02", "A new task: 14.8, FlashAttention-2's backward as one Triton kernel: dQ, dK and dV "
+                "recomputing P from the forward's log-sum-exp, each program summing its own block's gradient (no "
+                "atomics), graded against float64 autograd, its traffic counted against its closed form and "
+                "compiled for an H100. Its 10 points come from tasks 14.2 (4: the same derivation, in PyTorch), "
+                "14.3 (2) and 14.4 (4); a notebook of an earlier release is graded as it was.",
+                marker="the key-block programs come first",
+                previous=tuple(replace(task, answer_points=BEFORE_5[task.id][0], hidden_points=BEFORE_5[task.id][1])
+                               for task in TASKS if task.id in BEFORE_5)),
     ),
     tasks=TASKS,
 )
