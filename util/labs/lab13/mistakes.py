@@ -63,6 +63,17 @@ MISTAKES = (
                        "    if current:\n        start(current)\n")),
         expected_failures={"13.8": (ANSWER, "2 ranks, MLP 16-24-12-6, batch 20, cap 300 bytes: overlap",
                                     "4 ranks, MLP 9-40-21-8, batch 28, cap 1,500 bytes: overlap")},
+        variants=(
+            (  # the hooks close the buckets, but every all-reduce starts once backward() has returned
+                ("    ready, buckets, pending = [], [], []     # gradients in the order they became ready; buckets; "
+                 "work in flight\n",
+                 "    ready, buckets, pending = [], [], []\n    closed = []\n"),
+                ("            start(current)                   # at once: the backward pass goes on while its bytes "
+                 "travel\n", "            closed.append(current)\n"),
+                ("    if current:\n        start(current)                       # the last bucket, not full\n",
+                 "    for bucket in closed:\n        start(bucket)\n    if current:\n        start(current)\n"),
+            ),
+        ),
     ),
     Mistake(
         name="mixed_master_weights_twice",
@@ -70,6 +81,9 @@ MISTAKES = (
                     "state's 12: 20 bytes per parameter where the paper counts 16.",
         replacements=(('per_element = {"fp16_weights": 2, "fp16_grads"', 'per_element = {"fp16_weights": 2 + 4, '
                        '"fp16_grads"'),),
+        variants=(
+            (('"optimizer_state": 4 + 4 + 4}', '"optimizer_state": 4 + 4 + 4 + 4}'),),  # in the state, twice
+        ),
         expected_failures={"13.9": (ANSWER, "70,001 parameters, 6 ranks, stage 0", "10,007 parameters, 4 ranks, stage 1",
                                     "11,689,513 parameters, 7 ranks, stage 2", "546 parameters, 5 ranks, stage 3")},
     ),
