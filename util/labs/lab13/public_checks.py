@@ -343,7 +343,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(a["sends"], [[2 * (p - 1)] * p for p in (2, 3, 4)], "sends"),
                               equal(a["equal_to_all_reduce"], True, "equal_to_all_reduce")),
               "send only the chunk a step moves: in the reduce-scatter every chunk but your own, in the all-gather "
-              "every chunk but the next rank's; chunks are torch.tensor_split(x, world)"),
+              "every chunk but the next rank's; chunks are torch.tensor_split(x, world). Bytes of 0: you called a "
+              "name imported before the ranks started (from torch.distributed import isend), which the ranks' log "
+              "cannot see; call dist.isend and dist.recv"),
         Check("[1, 2, 3] and [10, 20, 30] on 2 ranks: both hold [11, 22, 33], each sent 12 bytes", _two_rank_ring,
               "with 2 ranks the chunks are [0:2] and [2:3]; rank 0 sends chunk 1 then chunk 0 (3 floats in all)",
               calls_function=True),
