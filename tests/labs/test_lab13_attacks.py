@@ -132,7 +132,7 @@ def peeking(x, rank, world):
 
 @pytest.fixture(scope="module")
 def functions():
-    namespace = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6"))
+    namespace = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6", "13.8"))
     exec(compile(ATTACKS, "<lab13 attacks>", "exec"), namespace)
     return namespace
 
@@ -233,6 +233,7 @@ HONEST = {
     "data parallel": ("ddp_gradients", "13.3", {"world": 4}, "result"),
     "sharded Adam": ("sharded_adam_step", "13.5", {"run": "adam"}, "result"),
     "tensor parallel": ("tp_mlp", "13.6", {"world": 4}, "result"),
+    "overlapped, held": ("overlapped_ddp", "13.8", {"world": 4}, "overlap"),
 }
 
 
@@ -267,6 +268,7 @@ def test_a_rank_receives_only_its_own_call_s_values():
                     shared = [k for k in arrays if k in theirs and np.array_equal(arrays[k], theirs[k])]
                     if other != rank:  # what two ranks both hold is what the algorithm gives every rank
                         assert set(shared) <= {"ring_all_reduce": set(), "ddp_gradients": {f"p{i}" for i in range(8)},
+                                               "overlapped_ddp": {f"p{i}" for i in range(8)},
                                                "sharded_adam_step": {"params", "grads"},
                                                "tp_mlp": {"x", "b2", "grad_y"}}[name], (task.id, shared)
 
@@ -287,6 +289,6 @@ def test_a_function_carrying_data_is_refused_before_any_rank_starts():
     np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(namespace["carrying"]), dtype=np.uint8))
     [problem] = judge.check_ring(_spec("13.1", RING3, "result"), buffer.getvalue(), Tolerance())
     assert f"over the {MAX_FUNCTION:,} bytes its code may take" in problem, problem
-    solution = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6"))
-    for name in ("ring_all_reduce", "ddp_gradients", "sharded_adam_step", "tp_mlp"):
+    solution = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6", "13.8"))
+    for name in ("ring_all_reduce", "ddp_gradients", "sharded_adam_step", "tp_mlp", "overlapped_ddp"):
         assert len(cloudpickle.dumps(solution[name])) < MAX_FUNCTION // 16, name

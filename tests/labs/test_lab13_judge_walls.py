@@ -17,7 +17,9 @@ for every case, as in grading), and counts the bytes on the wire there. Each att
   in its own memory (each rank is forked before any input exists and is given only its own), and an Adam step
   that updates every shard from its own shard of the state: both fail their results;
 * **a required method that leaves no trace** (class 5): the library's all-reduce in place of the ring: right sums,
-  wrong bytes.
+  wrong bytes; 13.3's step (all-reduces after the backward pass) as 13.8's overlapped one: right gradients and
+  bytes, and the grader's hold on the first layer is never opened; a dummy all-reduce before the backward pass
+  opens the hold, and the held run's bytes give it away.
 
 A rank that hangs costs its case, in bounded time. As whoever runs the tests (root in CI) and, for the attacks
 where the walls differ, as an unprivileged grader.
@@ -138,6 +140,12 @@ def gathered(x, w1, b1, w2, b2, grad_y, rank, world):
             "grad_b2": grad_y.sum(0)}
 
 
+def dummy_first(model, x, y, rank, world, cap_bytes):
+    """A dummy all-reduce before the backward pass, to open the grader's hold; then 13.3's step, after it."""
+    dist.all_reduce(torch.zeros(4096))
+    return ddp_gradients(model, x, y, rank, world, cap_bytes)
+
+
 def own_state_only(params, grads, exp_avg, exp_avg_sq, step, rank, world, lr):
     """Updates every parameter locally from its own shard of the state, zeros for the rest."""
     sizes = [len(c) for c in torch.tensor_split(params, world)]
@@ -159,6 +167,7 @@ def _spec(task_id: str, match: dict, check: str, label: str) -> dict:
 
 RING3 = {"world": 3, "values": "integer"}
 DDP2, TP2, ADAM = {"world": 2}, {"world": 2}, {"run": "adam"}
+OVERLAP2 = {"world": 2, "run": "overlap"}
 JOBS = [  # (label, function, task, which run, check, what it earns)
     ("honest ring", "ring_all_reduce", "13.1", RING3, "result", "pass"),
     ("honest ring", "ring_all_reduce", "13.1", RING3, "bytes", "pass"),
@@ -179,17 +188,22 @@ JOBS = [  # (label, function, task, which run, check, what it earns)
     ("honest tensor parallel", "tp_mlp", "13.6", TP2, "bytes", "pass"),
     ("all-gathered shares", "gathered", "13.6", TP2, "result", "pass"),
     ("all-gathered shares", "gathered", "13.6", TP2, "bytes", "bytes"),
+    ("honest overlapped", "overlapped_ddp", "13.8", OVERLAP2, "result", "pass"),
+    ("honest overlapped", "overlapped_ddp", "13.8", OVERLAP2, "overlap", "pass"),
+    ("13.3's step, after the backward", "ddp_gradients", "13.8", OVERLAP2, "bytes", "pass"),
+    ("13.3's step, after the backward", "ddp_gradients", "13.8", OVERLAP2, "overlap", "held"),
+    ("a dummy all-reduce opens the hold", "dummy_first", "13.8", OVERLAP2, "overlap", "bytes"),
     ("honest sharded Adam", "sharded_adam_step", "13.5", ADAM, "result", "pass"),
     ("only its own shard of the state", "own_state_only", "13.5", ADAM, "result", "wrong step"),
 ]
-UNPRIVILEGED = {"honest ring", "chunks through files", "kill the launcher", "honest after the kill",
+UNPRIVILEGED = {"honest ring", "chunks through files", "kill the launcher", "honest after the kill", "honest overlapped",
                 "forged answers on every descriptor", "honest data parallel", "one all-reduce per parameter"}
 """The attacks where the walls (not the counting) decide, and their controls: again as an unprivileged grader."""
 
 
 @pytest.fixture(scope="module")
 def functions():
-    namespace = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6"))
+    namespace = solution_namespace("lab13", ("13.1", "13.3", "13.5", "13.6", "13.8"))
     exec(compile(ATTACKS, "<lab13 attacks>", "exec"), namespace)
     return namespace
 
@@ -226,7 +240,8 @@ def _assert_verdicts(jobs: list[dict], found: list[list[str]]) -> None:
         assert len(problems) == 1, where
         expected = {"bytes": "counted on the wire, your ranks sent", "refused": "raised PermissionError",
                     "wrong sum": "sum is wrong in", "no answer": "ended without an answer",
-                    "timeout": "did not finish in time", "wrong step": "moved differently"}[what]
+                    "timeout": "did not finish in time", "wrong step": "moved differently",
+                    "held": "the grader held the backward pass of the first layer"}[what]
         assert expected in problems[0], where
 
 

@@ -1,6 +1,6 @@
 """How a rank calls a lab 13 function the grader runs again: from the arrays that rank was given.
 
-The grader re-runs the functions of tasks 13.1, 13.3, 13.5 and 13.6 on ranks of its own
+The grader re-runs the functions of tasks 13.1, 13.3, 13.5, 13.6 and 13.8 on ranks of its own
 (:mod:`util.labs.lab13.rank_harness`), and runs its own versions the same way to count what the stated
 algorithms put on the wire. Each rank receives only its own inputs (its chunk of the data, its shard of the
 weights) as arrays, and :func:`call` turns them into the call the notebook makes. A caller's ``header`` holds
@@ -48,6 +48,25 @@ def _ddp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], ran
     return fn(model, _tensor(arrays, "x"), _tensor(arrays, "y"), rank, world, int(header["cap_bytes"]))
 
 
+def _overlap(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
+    """13.8: as 13.3, and where the header gives ``hold`` (the bytes to wait for, computed by the judge), the model
+    carries the grader's hold after its first layer (:func:`util.labs.lab13.hold.held_model`), made before the
+    student's function is called."""
+    model = mlp_from([int(w) for w in header["widths"]], arrays)
+    cap = int(header["cap_bytes"])
+    gate = None
+    if int(header.get("hold") or 0) > 0:
+        from util.labs.lab13.hold import held_model
+
+        model = held_model(model, int(header["hold"]))
+        gate = model[1] if len(model) > 1 and hasattr(model[1], "passed") else None
+    result = fn(model, _tensor(arrays, "x"), _tensor(arrays, "y"), rank, world, cap)
+    if gate is not None and not gate.passed:
+        raise RuntimeError("the grader's hold after the first layer was never passed: run the backward pass through "
+                           "the model you were given, as it is")
+    return result
+
+
 def _adam(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank: int, world: int) -> Any:
     return fn(_tensor(arrays, "params"), _tensor(arrays, "grads"), _tensor(arrays, "exp_avg"),
               _tensor(arrays, "exp_avg_sq"), int(header["step"]), rank, world, float(header["lr"]))
@@ -60,6 +79,7 @@ def _tp(fn: Callable, header: Mapping[str, Any], arrays: Mapping[str, Any], rank
 CALLS: dict[str, Callable] = {
     "ring_all_reduce": _ring,
     "ddp_gradients": _ddp,
+    "overlapped_ddp": _overlap,
     "sharded_adam_step": _adam,
     "tp_mlp": _tp,
 }

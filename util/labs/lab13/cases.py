@@ -5,7 +5,7 @@ which receives each case's input only when the grader runs it (``util.hidden``).
 each task's cases are worth (``Task.hidden_points``); the registry attaches these to it (``Lab.with_cases``).
 
 A parallel case names a run (world size, shapes, a seed) and what it decides (``check``: ``result``,
-``buckets`` or ``bytes``); the judge draws the run's inputs itself from the grading secret
+``buckets``, ``bytes`` or, for 13.8, ``overlap``); the judge draws the run's inputs itself from the grading secret
 (:mod:`util.judging.secret`) and the run (the seed only tells runs of the same shape apart), and the cases of
 one run share it. Any seed makes a valid run (``seeds=("seed",)``), and so does any secret.
 """
@@ -24,6 +24,11 @@ def _ddp(world: int, widths: list[int], rows: int, cap_bytes: int, seed: int) ->
     return {"run": "ddp", "world": world, "widths": widths, "rows": rows, "cap_bytes": cap_bytes, "seed": seed}
 
 
+def _overlap(world: int, widths: list[int], rows: int, cap_bytes: int, seed: int) -> dict[str, Any]:
+    """13.8's run; its ``overlap`` case is a run of its own on the same inputs, the grader's hold in the model."""
+    return {"run": "overlap", "world": world, "widths": widths, "rows": rows, "cap_bytes": cap_bytes, "seed": seed}
+
+
 def _tp(world: int, batch: int, d: int, h: int, seed: int) -> dict[str, Any]:
     return {"run": "tp", "world": world, "batch": batch, "d": d, "h": h, "seed": seed}
 
@@ -35,6 +40,7 @@ def _checked(run: dict[str, Any], what: str, **checks: float) -> tuple[Case, ...
 
 
 _A, _B = _ddp(2, [12, 20, 7], 16, 200, 31), _ddp(4, [10, 33, 17, 5], 24, 2_000, 32)
+_C, _D = _overlap(2, [16, 24, 12, 6], 20, 300, 51), _overlap(4, [9, 40, 21, 8], 28, 1_500, 52)
 
 CASES = {
     "13.1": (
@@ -63,6 +69,14 @@ CASES = {
     "13.6": (
         *_checked(_tp(2, 8, 16, 64, 41), "2 ranks, batch 8, d 16, h 64", result=3, bytes=2),
         *_checked(_tp(4, 5, 12, 40, 42), "4 ranks, batch 5, d 12, h 40", result=3, bytes=2),
+    ),
+    "13.8": (
+        *_checked(_C, "2 ranks, MLP 16-24-12-6, batch 20, cap 300 bytes", result=1, buckets=1, bytes=1, overlap=2),
+        *_checked(_D, "4 ranks, MLP 9-40-21-8, batch 28, cap 1,500 bytes", result=1, buckets=1, bytes=1, overlap=2),
+    ),
+    "13.9": tuple(
+        Case(f"{numel:,} parameters, {world} ranks, stage {stage}", {"numel": numel, "world": world, "stage": stage}, 1)
+        for numel, world, stage in ((70_001, 6, 0), (10_007, 4, 1), (11_689_513, 7, 2), (546, 5, 3))
     ),
     "13.7": tuple(
         Case(f"{kind}, {stages} stages, {micro} micro-batches, at most {limit} held",

@@ -58,6 +58,15 @@ def make_buckets(sizes: list[int], cap_bytes: int) -> list[list[int]]:
     return buckets
 
 
+def hold_floor(model: torch.nn.Module, cap_bytes: int, world: int) -> int:
+    """The bytes 13.8's hold waits for (:func:`util.labs.lab13.hold.held_model`): ``(world - 1) / world`` of the
+    bytes of every bucket that closes before any gradient of the first layer is ready (0 when none does)."""
+    sizes = ready_sizes(model)
+    first = len(list(model[0].parameters()))
+    closed = [b for b in make_buckets(sizes, cap_bytes) if max(b) < len(sizes) - first]
+    return (world - 1) * sum(sizes[i] for b in closed for i in b) // world
+
+
 def ready_sizes(model: torch.nn.Module) -> list[int]:
     """Bytes of each parameter, in the order their gradients become ready (the reverse of ``parameters()``)."""
     return [p.numel() * p.element_size() for p in reversed(list(model.parameters()))]
@@ -72,6 +81,49 @@ def ddp_gradients(model, x, y, rank: int, world: int, cap_bytes: int) -> dict:
     for bucket in buckets:
         flat = torch.cat([ready[i].grad.flatten() for i in bucket])
         dist.all_reduce(flat)
+        flat /= world
+        offset = 0
+        for i in bucket:
+            grad = ready[i].grad
+            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
+            offset += grad.numel()
+    return {"grads": [p.grad for p in params], "buckets": buckets}
+
+
+def overlapped_ddp(model, x, y, rank: int, world: int, cap_bytes: int) -> dict:
+    """13.8's stated step: each bucket's all-reduce started (``async_op=True``) from the post-accumulate-gradient
+    hook of its last gradient, the last bucket after ``backward()``, every one waited for before returning."""
+    params = list(model.parameters())
+    ready: list = []
+    buckets: list = []
+    pending: list = []
+    state = {"current": [], "held": 0}
+
+    def launch() -> None:
+        bucket = state["current"]
+        flat = torch.cat([ready[i].grad.flatten() for i in bucket])
+        pending.append((dist.all_reduce(flat, async_op=True), flat, bucket))
+        buckets.append(bucket)
+        state["current"], state["held"] = [], 0
+
+    def on_ready(p) -> None:
+        ready.append(p)
+        state["current"].append(len(ready) - 1)
+        state["held"] += p.numel() * p.element_size()
+        if state["held"] >= cap_bytes:
+            launch()
+
+    hooks = [p.register_post_accumulate_grad_hook(on_ready) for p in params]
+    try:
+        model.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        if state["current"]:
+            launch()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for work, flat, bucket in pending:
+        work.wait()
         flat /= world
         offset = 0
         for i in bucket:
@@ -103,7 +155,7 @@ def tp_mlp(x, w1, b1, w2, b2, grad_y, rank: int, world: int) -> dict:
             "grad_b2": grad_y.sum(0)}
 
 
-FUNCTIONS = {"ring_all_reduce": ring_all_reduce, "ddp_gradients": ddp_gradients,
+FUNCTIONS = {"ring_all_reduce": ring_all_reduce, "ddp_gradients": ddp_gradients, "overlapped_ddp": overlapped_ddp,
              "sharded_adam_step": sharded_adam_step, "tp_mlp": tp_mlp}
 """What the judge runs on its own ranks, by the name of the student's function it stands for."""
 

@@ -4,7 +4,10 @@ Each passes what the notebook shows by hand where the mistake does not bite, and
 own run or count sees it: a gradient average that is a sum (the gradients are world times too large), a ring
 that ships every partial sum at every step of its reduce-scatter (correct sums, world times that phase's bytes on
 the wire), ZeRO-2 charged
-as ZeRO-1 (the gradients counted whole), and 1F1B flushed like GPipe (its bubble counted as GPipe's).
+as ZeRO-1 (the gradients counted whole), 1F1B flushed like GPipe (its bubble counted as GPipe's), an
+"overlapped" data-parallel step that starts its buckets' all-reduces only once the backward pass is over (right
+gradients, buckets and bytes; the grader's hold on the first layer is never released), and mixed-precision ZeRO
+that counts the float32 master weights twice.
 """
 from util.contract import ANSWER, Mistake
 
@@ -46,4 +49,43 @@ MISTAKES = (
         expected_failures={"13.7": (ANSWER, "1f1b, 4 stages, 8 micro-batches, at most 4 held",
                                     "1f1b, 3 stages, 10 micro-batches, at most 3 held")},
     ),
+    Mistake(
+        name="overlap_waits_for_backward",
+        description="Registers no hooks: runs the whole backward pass, then walks the gradients in gradient-ready "
+                    "order and starts each bucket's all-reduce (async) as it fills. The gradients, the buckets and "
+                    "the bytes are right, but nothing travels during the backward pass, so the grader's hold on the "
+                    "first layer is never released.",
+        replacements=(("    hooks = [p.register_post_accumulate_grad_hook(on_ready) for p in params]\n",
+                       "    hooks = []\n"),
+                      ("    if current:\n        start(current)                       # the last bucket, not full\n",
+                       "    for p in params[::-1]:                   # the gradients, once the backward is done\n"
+                       "        on_ready(p)\n"
+                       "    if current:\n        start(current)\n")),
+        expected_failures={"13.8": (ANSWER, "2 ranks, MLP 16-24-12-6, batch 20, cap 300 bytes: overlap",
+                                    "4 ranks, MLP 9-40-21-8, batch 28, cap 1,500 bytes: overlap")},
+        variants=(
+            (  # the hooks close the buckets, but every all-reduce starts once backward() has returned
+                ("    ready, buckets, pending = [], [], []     # gradients in the order they became ready; buckets; "
+                 "work in flight\n",
+                 "    ready, buckets, pending = [], [], []\n    closed = []\n"),
+                ("            start(current)                   # at once: the backward pass goes on while its bytes "
+                 "travel\n", "            closed.append(current)\n"),
+                ("    if current:\n        start(current)                       # the last bucket, not full\n",
+                 "    for bucket in closed:\n        start(bucket)\n    if current:\n        start(current)\n"),
+            ),
+        ),
+    ),
+    Mistake(
+        name="mixed_master_weights_twice",
+        description="Counts the float32 master weights with the weights (2 + 4 bytes) as well as in the optimizer "
+                    "state's 12: 20 bytes per parameter where the paper counts 16.",
+        replacements=(('per_element = {"fp16_weights": 2, "fp16_grads"', 'per_element = {"fp16_weights": 2 + 4, '
+                       '"fp16_grads"'),),
+        variants=(
+            (('"optimizer_state": 4 + 4 + 4}', '"optimizer_state": 4 + 4 + 4 + 4}'),),  # in the state, twice
+        ),
+        expected_failures={"13.9": (ANSWER, "70,001 parameters, 6 ranks, stage 0", "10,007 parameters, 4 ranks, stage 1",
+                                    "11,689,513 parameters, 7 ranks, stage 2", "546 parameters, 5 ranks, stage 3")},
+    ),
 )
+

@@ -1,5 +1,6 @@
-"""Lab 13's figures: bytes per rank against the world size, all-reduce time against message size, and
-pipeline schedules as Gantt charts."""
+"""Lab 13's figures: bytes per rank against the world size, all-reduce time against message size,
+pipeline schedules as Gantt charts, a data-parallel step's compute and communication per rank, and the training
+state per rank by ZeRO stage."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -76,3 +77,68 @@ def plot_schedule(timelines: Mapping[str, object], axes=None):
                      f"at most {timeline.peak}", fontsize=9)
     axes[-1].set_xlabel("time (a forward takes 1 unit, a backward 2; light: forward, dark: backward)")
     return axes
+
+
+def plot_timeline(steps: Mapping[str, Sequence[Sequence[Mapping]]], axes=None):
+    """One chart per data-parallel step (``steps[title][rank]``: that rank's events from
+    :func:`util.labs.lab13.timeline.traced`): per rank, a row of the backward pass's layers (compute) and under it a
+    row of the all-reduces in flight (communication), in milliseconds from the step's first event. Overlap is a
+    communication box under a compute box. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        ranks = max(len(per_rank) for per_rank in steps.values())
+        _, axes = plt.subplots(len(steps), 1, figsize=(12, 0.6 + 0.9 * ranks * len(steps)), squeeze=False)
+        axes = axes[:, 0]
+    for ax, (title, per_rank) in zip(axes, steps.items()):
+        events = [e for rank in per_rank for e in rank if e.get("end") is not None]
+        zero = min((e["start"] for e in events), default=0.0)
+        for rank, rank_events in enumerate(per_rank):
+            for event in rank_events:
+                if event.get("end") is None:
+                    continue
+                row = 2 * rank + (0 if event["kind"] == "compute" else 1)
+                start, width = 1e3 * (event["start"] - zero), 1e3 * (event["end"] - event["start"])
+                ax.broken_barh([(start, max(width, 0.02))], (row - 0.4, 0.8),
+                               facecolors="#9ecae1" if event["kind"] == "compute" else "#fd8d3c", edgecolors="white")
+                ax.text(start + width / 2, row, str(event["label"]), ha="center", va="center", fontsize=6)
+        ax.set_yticks(range(2 * len(per_rank)))
+        ax.set_yticklabels([f"rank {r} {lane}" for r in range(len(per_rank)) for lane in ("compute", "all-reduce")])
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=9)
+    axes[-1].set_xlabel("milliseconds from the first event (blue: a layer's backward; orange: an all-reduce in flight)")
+    return axes
+
+
+def plot_zero_memory(tables: Mapping[str, Sequence[Sequence[Mapping]]], world: int, gib: bool = True, ax=None):
+    """Bytes per rank by ZeRO stage: ``tables[name][stage]`` is ``zero_memory``'s (or ``zero_mixed_memory``'s)
+    list of per-rank rows at that stage; each row's parts are stacked in one bar per rank and stage, one group of
+    bars per accounting. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(12, 4))
+    scale = 2 ** 30 if gib else 1
+    colors = ("#6baed6", "#fd8d3c", "#74c476", "#9e9ac8")
+    ticks, labels, seen = [], [], set()
+    x = 0.0
+    for name, stages in tables.items():
+        for stage, rows in enumerate(stages):
+            for rank, row in enumerate(rows[:world]):
+                bottom = 0.0
+                for (part, value), color in zip(((k, v) for k, v in row.items() if k != "total"), colors):
+                    ax.bar(x, value / scale, 0.8, bottom=bottom, color=color,
+                           label=f"{name}: {part}" if (name, part) not in seen else None)
+                    seen.add((name, part))
+                    bottom += value / scale
+                x += 1
+            ticks.append(x - (len(rows[:world]) + 1) / 2)
+            labels.append(f"{name}\nstage {stage}")
+            x += 1
+        x += 1
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=7)
+    ax.set_ylabel("GiB per rank" if gib else "bytes per rank")
+    ax.set_title(f"training state per rank by ZeRO stage, {world} ranks (one bar per rank)", fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    return ax

@@ -256,6 +256,84 @@ def _pipeline_answer(answer) -> str | None:
     return None
 
 
+def _tiny_overlap(fn) -> str | None:
+    import torch
+    import torch.nn.functional as F
+
+    from util.labs.lab13.hold import held_model
+    from util.labs.lab13.nets import build_mlp
+
+    x = torch.tensor([[1.0, 0.0, 2.0], [0.0, 1.0, -1.0], [3.0, 1.0, 0.0], [-1.0, 2.0, 1.0]])
+    y = torch.tensor([0, 1, 1, 0])
+    one = build_mlp([3, 4, 2], seed=0)
+    F.cross_entropy(one(x), y).backward()
+    expected = [p.grad for p in one.parameters()]
+    # cap 8: b1 (8 bytes) and W1 (32) close their buckets before the first layer: the hold waits for half of 40
+    run, problem = _run(lambda rank, world: fn(held_model(build_mlp([3, 4, 2], seed=0), 20),
+                                               x[2 * rank:2 * rank + 2], y[2 * rank:2 * rank + 2], rank, world, 8), 2)
+    if problem:
+        return problem
+    for rank in range(2):
+        found = run.results[rank]
+        problem = has_keys(found, ["grads", "buckets"], f"rank {rank}'s result")
+        if problem:
+            return problem
+        if found["buckets"] != [[0], [1], [2], [3]]:
+            return f"rank {rank}'s buckets are {found['buckets']}; with a cap of 8 bytes every gradient fills a " \
+                   "bucket of its own: [[0], [1], [2], [3]] (b1, W1, b0, W0: gradient-ready order)"
+        grads = [_tensor(g) for g in found["grads"]]
+        if len(grads) != 4 or any(tuple(g.shape) != tuple(e.shape) or not torch.allclose(g, e, rtol=1e-5, atol=1e-7)
+                                  for g, e in zip(grads, expected)):
+            return f"rank {rank}'s gradients differ from one process's on all 4 rows"
+        sizes = [m["bytes"] for m in run.messages[rank] if m["op"] == "all_reduce"]
+        if sizes != [8, 32, 16, 48]:
+            return f"rank {rank}'s all_reduce calls passed {sizes} bytes, in order; one per bucket, in the order the " \
+                   "buckets fill: [8, 32, 16, 48]"
+    return None
+
+
+def _overlap_answer(answer) -> str | None:
+    # the notebook's MLP 64-128-128-10 in gradient-ready order: 40, 5,120, 512, 65,536, 512, 32,768 bytes; cap 4,096
+    buckets = [[0, 1], [2, 3], [4, 5]]
+    return first(equal(answer["buckets"], buckets, "buckets (the stated rule, 13.3's, on the notebook's MLP)"),
+                 equal(answer["allreduce_bytes"], [5_160, 66_048, 33_280],
+                       "allreduce_bytes (each bucket's gradient bytes, in the order the backward pass fills them)"),
+                 equal(answer["finished_when_held"], True, "finished_when_held"),
+                 equal(answer["equal_to_one_process"], True, "equal_to_one_process"))
+
+
+MIXED = {"fp16_weights": 2, "fp16_grads": 2, "optimizer_state": 12}
+"""Bytes per parameter in mixed precision with Adam (the ZeRO paper's accounting): float16 weights and gradients,
+and float32 master weights, momentum and variance."""
+
+
+def _mixed_by_hand(fn) -> str | None:
+    shards = (3, 3, 2, 2)
+    for stage in range(4):
+        expected = []
+        for shard in shards:
+            row = {part: per * (shard if stage >= level else 10)
+                   for (part, per), level in zip(MIXED.items(), (3, 2, 1))}
+            row["total"] = sum(row.values())
+            expected.append(row)
+        problem = equal(fn(10, 4, stage), expected, f"zero_mixed_memory(10, 4, {stage})")
+        if problem:
+            return problem
+    return None
+
+
+def _mixed_answer(answer) -> str | None:
+    totals = answer["rank0_total"]
+    if not isinstance(totals, list) or len(totals) != 4 or not all(isinstance(t, int) for t in totals):
+        return f"rank0_total is {totals!r}; expected 4 integers (stages 0, 1, 2, 3)"
+    fits = [stage for stage, total in enumerate(totals) if total <= 12 * GIB]
+    return first(equal(totals[0], 16 * GPT2_XL, "rank0_total[0] (nothing sharded: 2 + 2 + 12 bytes per parameter)"),
+                 None if all(a > b for a, b in zip(totals, totals[1:])) else
+                 f"rank0_total is {totals}; each stage shards more, so each total is smaller",
+                 equal(answer["least_stage"], fits[0] if fits else None, "least_stage (the first stage whose rank 0 "
+                                                                        "total fits 12 GiB)"))
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "13.1": (
         Check("1,000 floats: each rank sends 2(p-1)(4n/p) bytes on 2 and 4 ranks, 4(2n - its chunk - the next rank's "
@@ -265,7 +343,9 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(a["sends"], [[2 * (p - 1)] * p for p in (2, 3, 4)], "sends"),
                               equal(a["equal_to_all_reduce"], True, "equal_to_all_reduce")),
               "send only the chunk a step moves: in the reduce-scatter every chunk but your own, in the all-gather "
-              "every chunk but the next rank's; chunks are torch.tensor_split(x, world)"),
+              "every chunk but the next rank's; chunks are torch.tensor_split(x, world). Bytes of 0: you called a "
+              "name imported before the ranks started (from torch.distributed import isend), which the ranks' log "
+              "cannot see; call dist.isend and dist.recv"),
         Check("[1, 2, 3] and [10, 20, 30] on 2 ranks: both hold [11, 22, 33], each sent 12 bytes", _two_rank_ring,
               "with 2 ranks the chunks are [0:2] and [2:3]; rank 0 sends chunk 1 then chunk 0 (3 floats in all)",
               calls_function=True),
@@ -284,7 +364,7 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "gradients of one process on all 4 rows", _tiny_ddp,
               "average: all_reduce sums, so divide by the world size; a bucket closes once it holds at least the cap",
               calls_function=True),
-        Check("the notebook's MLP: every parameter in one bucket, all_reduce bytes = its 104,488 gradient bytes, "
+        Check("the notebook's MLP: each parameter in exactly one bucket, all_reduce bytes = its 104,488 gradient bytes, "
               "equal to one process",
               lambda a: first(equal(sorted(i for b in a["buckets"] for i in b), list(range(6)), "the buckets' indices"),
                               is_int(a["allreduce_calls"], "allreduce_calls"),
@@ -323,6 +403,24 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(a["weight_bytes"], 4 * (2 * 64 * 256 // 4 + 256 // 4 + 64), "weight_bytes"),
                               equal(a["equal_to_unsplit"], True, "equal_to_unsplit")),
               "W1's rows and b1 are split, W2's columns are split, b2 is whole on every rank"),
+    ),
+    "13.8": (
+        Check("MLP 3-4-2 on 2 ranks of 2 rows, cap 8 bytes, the grader's hold after the first layer: it finishes, "
+              "buckets [[0], [1], [2], [3]], all_reduce calls of 8, 32, 16 and 48 bytes in that order, the gradients "
+              "of one process", _tiny_overlap,
+              "start each bucket's all_reduce (async_op=True) in the hook of its last gradient; wait for them all "
+              "after backward(), then divide by the world size", calls_function=True),
+        Check("the notebook's MLP, cap 4,096 bytes: buckets [[0, 1], [2, 3], [4, 5]] of 5,160, 66,048 and 33,280 "
+              "bytes, in that order; it finishes when held; equal to one process", _overlap_answer,
+              "the buckets are 13.3's; only when their all-reduces start changes"),
+    ),
+    "13.9": (
+        Check("10 parameters on 4 ranks (shards 3, 3, 2, 2), stages 0-3, by hand", _mixed_by_hand,
+              "2 bytes of float16 weights, 2 of float16 gradients, 12 of optimizer state (float32 master weights, "
+              "momentum, variance); stage 1 shards the 12, 2 the gradients too, 3 the weights too",
+              calls_function=True),
+        Check("rank 0 holds 16 bytes per parameter unsharded, less at every stage; least_stage is the first that fits",
+              _mixed_answer, "the master weights are part of the 12 bytes of optimizer state, counted once"),
     ),
     "13.7": (
         Check("2 stages, 2 micro-batches: both schedules end at 9; GPipe holds [2, 2], 1F1B [2, 1]", _schedules_by_hand,

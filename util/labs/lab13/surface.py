@@ -13,14 +13,18 @@ NAMES = (
     "util:progress",
     "util:setup",
     "util:submit",
+    "util.labs.lab13.hold:held_model",
     "util.labs.lab13.nets:batch",
     "util.labs.lab13.nets:build_mlp",
     "util.labs.lab13.pipeline:replay",
     "util.labs.lab13.plots:plot_bytes_per_rank",
     "util.labs.lab13.plots:plot_costs",
     "util.labs.lab13.plots:plot_schedule",
+    "util.labs.lab13.plots:plot_timeline",
+    "util.labs.lab13.plots:plot_zero_memory",
     "util.labs.lab13.ranks:RankError",
     "util.labs.lab13.ranks:run_ranks",
+    "util.labs.lab13.timeline:traced",
 )
 """Every name a released handout of this lab imports or names, in its current place."""
 
