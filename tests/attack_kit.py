@@ -46,6 +46,7 @@ import os
 import random
 import shutil
 import sys
+import types
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -222,12 +223,17 @@ def _peers() -> None:
 
 
 def _first(before: Callable[[], None], function: Callable, after: Callable[[Any], Any] = lambda value: value):
-    @functools.wraps(function)
+    """``function`` with ``before()`` first, in ``function``'s own globals (the notebook's, as a student's hostile
+    function would be: a judge that finds a task's other functions beside it, 11.6's, finds them)."""
     def hostile(*args, **kwargs):
         before()
         return after(function(*args, **kwargs))
 
-    return hostile
+    home = getattr(function, "__globals__", None)
+    if home is not None:
+        hostile = types.FunctionType(hostile.__code__, home, hostile.__name__, hostile.__defaults__,
+                                     hostile.__closure__)
+    return functools.wraps(function)(hostile)
 
 
 def _wrap(honest: Any, before: Callable[[], None], after: Callable[[Any], Any] = lambda value: value) -> Any:

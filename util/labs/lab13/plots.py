@@ -124,7 +124,7 @@ def plot_zero_memory(tables: Mapping[str, Sequence[Sequence[Mapping]]], world: i
     x = 0.0
     for name, stages in tables.items():
         for stage, rows in enumerate(stages):
-            for rank, row in enumerate(rows[:world]):
+            for row in rows[:world]:
                 bottom = 0.0
                 for (part, value), color in zip(((k, v) for k, v in row.items() if k != "total"), colors):
                     ax.bar(x, value / scale, 0.8, bottom=bottom, color=color,

@@ -189,8 +189,12 @@ def _tile(fn: Callable, spec: Mapping[str, Any]) -> Any:
 
 
 def _parameters() -> dict[str, tuple[str, ...]]:
-    from util.labs.lab14.launch import (FLASH_BACKWARD_PARAMETERS, FLASH_PARAMETERS, MATMUL_PARAMETERS,
-                                        SOFTMAX_PARAMETERS)
+    from util.labs.lab14.launch import (
+        FLASH_BACKWARD_PARAMETERS,
+        FLASH_PARAMETERS,
+        MATMUL_PARAMETERS,
+        SOFTMAX_PARAMETERS,
+    )
 
     return {"matmul": MATMUL_PARAMETERS, "softmax": SOFTMAX_PARAMETERS, "flash": FLASH_PARAMETERS,
             "backward": FLASH_BACKWARD_PARAMETERS}
