@@ -33,6 +33,10 @@ NAMES = (
     "util.labs.lab16.prune:apply_masks",
     "util.labs.lab16.prune:fine_tune",
     "util.labs.lab16.prune:prunable",
+    "util.labs.lab16.residual:ResidualNet",
+    "util.labs.lab16.residual:batchnorm_of",
+    "util.labs.lab16.residual:build_residual",
+    "util.labs.lab16.residual:masked_residual",
 )
 """Every name a released handout of this lab imports or names, in its current place."""
 
