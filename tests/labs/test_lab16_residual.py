@@ -4,8 +4,9 @@ The course's ``ResidualNet`` by hand (its counts, the notebook's groups), the gr
 graph-traced ones on every case and on random architectures, the grader's own cut (``pruned_config``) against the
 solution's network on every call, the examples' mistakes caught on every case under fresh weights, the networks
 drawn from the secret, and the judge through the grader's real judge path, as root and as an unprivileged grader:
-the honest function passes, each example's mistake fails saying why, and a function that reaches for the grader's
-own groups in its student process finds them absent. The frozen release-2 handout keeps its marks.
+the honest function passes (timed too), an example's mistake fails saying why, a function that reaches for the
+grader's own groups in its student process finds them absent, and a right network whose forward does its work
+four times fails the timing (the grader's clock, not the student's). The frozen release-2 handout keeps its marks.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from util.judging import secret
 from util.labs import get_lab, grader_only
 from util.labs.lab16 import judge_residual
 from util.labs.lab16.costs import count_macs, count_params
-from util.labs.lab16.judge_residual import calls, judge_call, pruned_config, reference_groups
+from util.labs.lab16.judge_residual import calls, judge_call, networks, pruned_config, reference_groups
 from util.labs.lab16.mistakes import MISTAKES
 from util.labs.lab16.public_checks import RESIDUAL_GROUPS, RESIDUAL_MACS, RESIDUAL_PARAMS, _tiny_residual
 from util.labs.lab16.residual import GRID, ResidualNet, build_residual, config_from_state, convolutions, masked_residual
@@ -58,20 +59,23 @@ def solution():
 
 
 def _verdicts(function, spec, seed: int) -> list[str]:
-    """One case judged in this process (the harness's functions, no student process): its first problem or none."""
+    """One case judged in this process (the harness's functions, no student process, no timing): its first problem
+    or none."""
     from util.labs.lab16.judge_residual import _npz
 
-    net = build_residual(spec["arch"], seed)
-    state = _npz({key: value.numpy() for key, value in net.state_dict().items()})
     images = torch.randn(32, 1, 8, 8, generator=torch.Generator().manual_seed(seed))
-    for conv, keep in calls(spec):
-        try:
-            reply, body = _answer(function(_network({"config": net.config()}, state), conv, keep))
-        except Exception as exc:  # noqa: BLE001 - a mistake may raise anything, as the harness reports it
-            reply, body = {"raised": f"{type(exc).__name__}: {exc}"}, b""
-        found = judge_call(net, conv, keep, reply, body, images)
-        if found:
-            return found
+    for index, network in enumerate(networks(spec)):
+        net = current = build_residual(network["arch"], seed + index)
+        for conv, keep in calls(network):
+            given = current if network.get("chain") else net
+            state = _npz({key: value.numpy() for key, value in given.state_dict().items()})
+            try:
+                reply, body = _answer(function(_network({"config": given.config()}, state), conv, keep))
+            except Exception as exc:  # noqa: BLE001 - a mistake may raise anything, as the harness reports it
+                reply, body = {"raised": f"{type(exc).__name__}: {exc}"}, b""
+            current, found = judge_call(given, conv, keep, reply, body, images)
+            if found:
+                return found
     return []
 
 
@@ -84,11 +88,11 @@ def test_release_3_adds_a_task_whose_points_came_from_four_others():
         assert [t.id for t in old.tasks] == ["16.1", "16.2", "16.3", "16.4", "16.5", "16.6"]
         assert old.max_points == LAB.max_points == 100
         assert [t.max_points for t in old.tasks] == [15, 20, 16, 16, 20, 13]
-        assert {t.id: [c.points for c in t.cases] for t in old.tasks if t.id in ("16.1", "16.2", "16.4", "16.6")} == {
-            "16.1": [2.5] * 4, "16.2": [5] * 3, "16.4": [3] * 4, "16.6": [5] * 2}  # each case its share, as it was
-    assert {t.id: [c.points for c in t.cases] for t in LAB.tasks if t.id in ("16.1", "16.2", "16.4", "16.6", "16.7")} \
-        == {"16.1": [1.5] * 4, "16.2": [4] * 3, "16.4": [2] * 4, "16.6": [4] * 2, "16.7": [2] * 5}
-    assert [t.max_points for t in LAB.tasks] == [11, 17, 16, 12, 20, 11, 13]
+        assert {t.id: [c.points for c in t.cases] for t in old.tasks if t.id != "16.5"} == {
+            "16.1": [2.5] * 4, "16.2": [5] * 3, "16.3": [3] * 4, "16.4": [3] * 4, "16.6": [5] * 2}  # as it was
+    assert {t.id: [c.points for c in t.cases] for t in LAB.tasks if t.id != "16.5"} == {
+        "16.1": [1.5] * 4, "16.2": [4] * 3, "16.3": [2.5] * 4, "16.4": [2] * 4, "16.6": [4] * 2, "16.7": [4] * 3}
+    assert [t.max_points for t in LAB.tasks] == [11, 17, 14, 12, 20, 11, 15]
 
 
 def test_the_note_of_a_release_2_notebook_says_the_new_task_was_not_graded():
@@ -143,7 +147,7 @@ def _random_arch(rng: random.Random) -> dict:
 
 def test_the_solutions_traced_groups_are_the_architectures_on_every_case_and_at_random(solution):
     rng = random.Random(0)
-    archs = [dict(c.spec["arch"]) for c in TASK.cases] + [_random_arch(rng) for _ in range(40)]
+    archs = [dict(n["arch"]) for c in TASK.cases for n in networks(c.spec)] + [_random_arch(rng) for _ in range(40)]
     for arch in archs:
         net = build_residual(arch, seed=1)
         groups = solution["channel_groups"](net)
@@ -211,16 +215,47 @@ def reaching_for_the_groups(model, conv, keep):
     return graders(model.config()), model
 
 
+def slowed(solution_function):
+    """``prune_residual`` that returns the right network with a forward that runs it four times: its tensors pass
+    every structural check, and the grader's clock (wall and CPU) sees the work."""
+
+    def prune(model, conv, keep):
+        group, network = solution_function(model, conv, keep)
+        plain = type(network).forward
+        network.forward = lambda x: [plain(network, x) for _ in range(4)][-1]
+        return group, network
+
+    return prune
+
+
+def test_unstructured_zeros_keep_every_shape_and_count_and_the_timer_warms_up():
+    from util.labs.lab16.residual import best_latency, unstructured_like
+
+    net = build_residual({"stem": 8, "blocks": [["basic", 8]]}, seed=2)
+    sparse = unstructured_like(net, 500)
+    weights = [m.weight for m in sparse.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert count_params(sparse) == count_params(net) and count_macs(sparse) == count_macs(net)
+    assert sum(int((w == 0).sum()) for w in weights) == count_params(net) - 500
+    calls = []
+
+    class Counted(torch.nn.Module):
+        def forward(self, x):
+            calls.append(1)
+            return x
+
+    assert best_latency(Counted(), torch.zeros(1), rounds=3, calls=4) >= 0 and len(calls) == 1 + 3 * 4
+
+
 @bwrap
 @pytest.mark.parametrize("as_user", [False, True], ids=["root", "user"])
-def test_the_judge_prunes_with_the_function_in_a_student_process(solution, tmp_path, as_user):
-    case = TASK.cases[2].id
+def test_the_judge_prunes_with_the_function_in_a_student_process_and_times_it(solution, tmp_path, as_user):
+    case = TASK.cases[2].id   # the timed case
     functions = {"honest": solution["prune_residual"], "one_side": _edited("residual_pruned_on_one_side"),
-                 "first_layer": _edited("group_ranked_by_first_layer"), "reaching": reaching_for_the_groups}
+                 "reaching": reaching_for_the_groups, "slowed": slowed(solution["prune_residual"])}
     saved = {name: ("16.7", *save_case("lab16", "16.7", case, function, tmp_path)[:2])
              for name, function in functions.items()}
     found = judge_files("lab16", saved, tmp_path, as_user=as_user)
     assert found["honest"] == []
     assert found["one_side"] and "named the group" in found["one_side"][0]
-    assert found["first_layer"] and "summed over the group" in found["first_layer"][0]
     assert found["reaching"] and "raised" in found["reaching"][0] and "judge_residual" in found["reaching"][0]
+    assert found["slowed"] and "as fast as the dense one" in found["slowed"][0], found["slowed"]

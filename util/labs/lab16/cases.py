@@ -43,13 +43,13 @@ CASES = {
              {"model": {}, "seed": 23, "plan": {"conv1": 12, "conv2": 20, "conv3": 9}}, 4, seeds=SEEDED),
     ),
     "16.3": (
-        Case("6 x 16 in float16", {"shape": [6, 16], "seed": 31, "kind": "normal", "value_bytes": 2}, 3,
+        Case("6 x 16 in float16", {"shape": [6, 16], "seed": 31, "kind": "normal", "value_bytes": 2}, 2.5,
              seeds=SEEDED),
         Case("a convolution's weight, rows of 4 x 3 x 3, in float32",
-             {"shape": [10, 4, 3, 3], "seed": 32, "kind": "normal", "value_bytes": 4}, 3, seeds=SEEDED),
+             {"shape": [10, 4, 3, 3], "seed": 32, "kind": "normal", "value_bytes": 4}, 2.5, seeds=SEEDED),
         Case("small whole numbers: ties in most groups",
-             {"shape": [5, 24], "seed": 33, "kind": "ties", "value_bytes": 2}, 3, seeds=SEEDED),
-        Case("rows of 512 in float32", {"shape": [3, 512], "seed": 34, "kind": "normal", "value_bytes": 4}, 3,
+             {"shape": [5, 24], "seed": 33, "kind": "ties", "value_bytes": 2}, 2.5, seeds=SEEDED),
+        Case("rows of 512 in float32", {"shape": [3, 512], "seed": 34, "kind": "normal", "value_bytes": 4}, 2.5,
              seeds=SEEDED),
     ),
     "16.4": (
@@ -85,20 +85,25 @@ CASES = {
              {"model": {}, "seed": 62, "targets": ["fc"], "r": 2, "alpha": 16.0, "batch": 3}, 4, seeds=SEEDED),
     ),
     "16.7": (
-        Case("an identity chain: the stem and every block's conv2 are one group",
-             {"arch": {"stem": 32, "blocks": [["basic", 8], ["basic", 10]]},
-              "prunes": [["block2.conv2", 16], ["block1.conv1", 4]]}, 2),
-        Case("a downsampling block: its 1 x 1 shortcut and its conv2 are one group, the stem another",
-             {"arch": {"stem": 8, "blocks": [["down", 8, 16], ["basic", 12]]},
-              "prunes": [["block1.short", 8], ["stem", 5]]}, 2),
-        Case("a concatenation: each side its own group, read at its offset by the next block",
-             {"arch": {"stem": 10, "blocks": [["basic", 6], ["concat", 8, 12], ["down", 12, 32]]},
-              "prunes": [["block2.right", 5], ["block2.left", 3], ["block3.conv2", 16], ["stem", 5]]}, 2),
-        Case("every convolution of a network with all three kinds of block, cut to half its width",
-             {"arch": {"stem": 12, "blocks": [["basic", 12], ["down", 16, 24], ["concat", 12, 8]]}, "every": True}, 2),
-        Case("a wide group ranked over its four convolutions",
-             {"arch": {"stem": 24, "blocks": [["basic", 8], ["basic", 8], ["basic", 8]]},
-              "prunes": [["block3.conv2", 12], ["block2.conv1", 4]]}, 2),
+        Case("additions: an identity chain (the stem and every block's conv2 one group), a downsampling block (its "
+             "1 x 1 shortcut and its conv2 one group), a group of four convolutions",
+             {"networks": [
+                 {"arch": {"stem": 32, "blocks": [["basic", 8], ["basic", 10]]},
+                  "prunes": [["block2.conv2", 16], ["block1.conv1", 4]]},
+                 {"arch": {"stem": 8, "blocks": [["down", 8, 16], ["basic", 12]]},
+                  "prunes": [["block1.short", 8], ["stem", 5]]},
+                 {"arch": {"stem": 24, "blocks": [["basic", 8], ["basic", 8], ["basic", 8]]},
+                  "prunes": [["block3.conv2", 12], ["block2.conv1", 4]]}]}, 4),
+        Case("a concatenation (each side its own group, read at its offset by the next block), and every convolution "
+             "of a network with all three kinds of block cut to half its width",
+             {"networks": [
+                 {"arch": {"stem": 10, "blocks": [["basic", 6], ["concat", 8, 12], ["down", 12, 32]]},
+                  "prunes": [["block2.right", 5], ["block2.left", 3], ["block3.conv2", 16], ["stem", 5]]},
+                 {"arch": {"stem": 12, "blocks": [["basic", 12], ["down", 16, 24], ["concat", 12, 8]]},
+                  "every": True}]}, 4),
+        Case("every group of a larger network cut to a quarter of its width, timed by the grader: at least 1.5x as fast",
+             {"arch": {"stem": 32, "blocks": [["basic", 32], ["down", 64, 64], ["basic", 64]]}, "chain": 0.25,
+              "timed": {"rounds": 8, "calls": 5, "batch": 64, "min_speedup": 1.5}}, 4),
     ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

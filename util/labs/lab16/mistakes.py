@@ -7,6 +7,15 @@ convolution added to another (16.7).
 """
 from util.contract import ANSWER, Mistake
 
+RESIDUAL_CASES = (
+    "additions: an identity chain (the stem and every block's conv2 one group), a downsampling block (its 1 x 1 "
+    "shortcut and its conv2 one group), a group of four convolutions",
+    "a concatenation (each side its own group, read at its offset by the next block), and every convolution of a "
+    "network with all three kinds of block cut to half its width",
+    "every group of a larger network cut to a quarter of its width, timed by the grader: at least 1.5x as fast",
+)
+"""Task 16.7's cases: each of its mistakes fails every one."""
+
 MISTAKES = (
     Mistake(
         name="first_linear_cut_by_position",
@@ -67,11 +76,7 @@ MISTAKES = (
                     "block's conv2 leaves the identity (or the shortcut) it is added to at full width, and the "
                     "network no longer adds up.",
         replacements=(("            for x, y in zip(first, second):\n                union(x, y)\n", ""),),
-        expected_failures={"16.7": (ANSWER, "an identity chain: the stem and every block's conv2 are one group",
-                                    "a downsampling block: its 1 x 1 shortcut and its conv2 are one group, the stem another",
-                                    "a concatenation: each side its own group, read at its offset by the next block",
-                                    "every convolution of a network with all three kinds of block, cut to half its width",
-                                    "a wide group ranked over its four convolutions")},
+        expected_failures={"16.7": (ANSWER, *RESIDUAL_CASES)},
         variants=(
             (("            for x, y in zip(first, second):\n                union(x, y)\n            producers[node] = first\n",
               "            producers[node] = second\n"),),
@@ -84,11 +89,7 @@ MISTAKES = (
                     "and the network keeps other channels than the masked one.",
         replacements=(("    importance = sum(model.get_submodule(name).weight.detach().abs().sum(dim=(1, 2, 3)) for name in group)\n",
                        "    importance = model.get_submodule(group[0]).weight.detach().abs().sum(dim=(1, 2, 3))\n"),),
-        expected_failures={"16.7": (ANSWER, "an identity chain: the stem and every block's conv2 are one group",
-                                    "a downsampling block: its 1 x 1 shortcut and its conv2 are one group, the stem another",
-                                    "a concatenation: each side its own group, read at its offset by the next block",
-                                    "every convolution of a network with all three kinds of block, cut to half its width",
-                                    "a wide group ranked over its four convolutions")},
+        expected_failures={"16.7": (ANSWER, *RESIDUAL_CASES)},
         variants=(
             (("    importance = sum(model.get_submodule(name).weight.detach().abs().sum(dim=(1, 2, 3)) for name in group)\n",
               "    importance = model.get_submodule(conv).weight.detach().abs().sum(dim=(1, 2, 3))\n"),),

@@ -241,8 +241,8 @@ RESIDUAL_PARAMS = {"dense": 21_418, "pruned": 15_082}
 lose 16 filters (16 x 24 x 9 + 16 x 16), their BatchNorms 2 x 16 x 2, and block 3's left and right 16 input
 channels (16 x 16 x 9 + 16 x 16): 6,336 fewer."""
 RESIDUAL_MACS = {"dense": 560_448, "pruned": 460_096}
-"""Their MACs on one 8 x 8 image (block 2 onwards at 4 x 4: 16 positions x (16 x 24 x 9 + 16 x 16 + 16 x 16 x 9 + 16 x 16) = 100,352
-fewer)."""
+"""Their MACs on one 8 x 8 image (block 2 onwards at 4 x 4: 16 positions x (16 x 24 x 9 + 16 x 16 + 16 x 16 x 9 +
+16 x 16) = 100,352 fewer)."""
 
 
 def _tiny_residual(fn) -> str | None:

@@ -11,8 +11,8 @@ A :class:`ResidualNet` is a ``stem`` convolution (3 x 3, BatchNorm ``stem_bn``, 
   followed by a ReLU, read the same input, and ``torch.cat([left, right], 1)``: ``left`` channels, then ``right``.
 
 A concatenation's output is never added to anything (a ``basic`` block never follows a ``concat`` one), so every
-group of coupled channels (the convolutions whose outputs are added together) is made of whole convolutions. Every convolution has no bias.
-The network is described by its :meth:`ResidualNet.config` alone (``stem`` and ``blocks``); the widths of a pruned
+group of coupled channels (the convolutions whose outputs are added together) is made of whole convolutions. Every
+convolution has no bias. The network is described by its :meth:`ResidualNet.config` alone (``stem`` and ``blocks``); the widths of a pruned
 one are read back from its weights' shapes (:func:`config_from_state`), which is how the grader rebuilds what you
 return.
 """
@@ -190,3 +190,44 @@ def config_from_state(shapes: Mapping[str, Sequence[int]], blocks: Sequence[Sequ
     if stem is None or any(w is None for b in found for w in b[1:]) or fc is None or len(fc) != 2:
         return None
     return {"stem": stem, "blocks": found, "in_channels": int(shapes["stem.weight"][1]), "classes": int(fc[0])}
+
+
+def unstructured_like(net: nn.Module, params: int) -> nn.Module:
+    """A copy of ``net`` with unstructured zeros: the weights of its convolutions and ``fc`` of smallest magnitude
+    (one global ranking, the earlier on a tie) set to zero until as many are zero as ``net`` has parameters more
+    than ``params``. Every shape is unchanged: it counts, stores and multiplies exactly what ``net`` does."""
+    from util.labs.lab16.costs import count_params
+
+    sparse = copy.deepcopy(net).eval()
+    weights = [m.weight for m in sparse.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    drop = count_params(net) - int(params)
+    if drop <= 0:
+        return sparse
+    magnitudes = torch.cat([w.detach().abs().flatten() for w in weights])
+    mask = torch.ones_like(magnitudes, dtype=torch.bool)
+    mask[magnitudes.argsort(stable=True)[:drop]] = False
+    with torch.no_grad():
+        start = 0
+        for w in weights:
+            w.mul_(mask[start:start + w.numel()].reshape(w.shape).to(w.dtype))
+            start += w.numel()
+    return sparse
+
+
+def best_latency(model: nn.Module, x: torch.Tensor, rounds: int = 5, calls: int = 10) -> float:
+    """Seconds one forward pass of ``model`` on ``x`` takes: one call first, not timed (the first call of a
+    network pays one-off costs: PyTorch choosing and preparing its kernels, memory first touched), then the best of
+    ``rounds`` rounds of ``calls`` calls each (noise only ever adds time), without autograd. Time two networks with
+    it one after the other, each warmed up by its own first call: a timer without a warm-up bills the network timed
+    first for those one-off costs."""
+    import time
+
+    with torch.no_grad():
+        model(x)
+        best = float("inf")
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(calls):
+                model(x)
+            best = min(best, (time.perf_counter() - start) / calls)
+    return best

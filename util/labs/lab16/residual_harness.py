@@ -7,8 +7,10 @@ here, in a student process (:mod:`util.student_process`), never in the judge: :f
 call the judge asks for, builds the course's :class:`~util.labs.lab16.residual.ResidualNet` from the architecture
 and the weights it was sent, calls the function, and sends back the group it named and every tensor the returned
 network holds (:func:`util.labs.lab16.tasks.plain_tensors`: read where PyTorch keeps them, never through a method of
-the returned object), as plain arrays. This process never sees the grading secret, a case's spec or a seed: only
-one network, the convolution named and the channels to keep.
+the returned object), as plain arrays; for the timed case it runs the last network the function returned on the
+images the judge sends, as many times as it is told, while the judge times it from outside. This process never sees
+the grading secret, a case's spec or a seed: only one network, the convolution named and the channels to keep, or
+the images to run.
 """
 from __future__ import annotations
 
@@ -63,16 +65,36 @@ def _answer(result) -> tuple[dict, bytes]:
     return {"group": [str(name) for name in group]}, buffer.getvalue()
 
 
+def _timed(network, header: dict, data: bytes) -> tuple[dict, bytes]:
+    """``header["time"]`` forward passes of the last network the function returned on the images sent (float32 of
+    ``header["shape"]``), in eval mode without autograd: the judge times them from its side of the socket."""
+    import numpy as np
+    import torch
+
+    if network is None:
+        raise RuntimeError("no network to time: prune_residual has not returned one")
+    x = torch.from_numpy(np.frombuffer(data, dtype=np.float32).reshape([int(n) for n in header["shape"]]).copy())
+    network.eval()
+    with torch.no_grad():
+        for _ in range(int(header["time"])):
+            out = network(x)
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"the cut network returned a {type(out).__name__}, not a tensor")
+    return {"output": True}, out.detach().to(torch.float32).contiguous().numpy().tobytes()
+
+
 def serve(channel: Channel) -> None:
     """``{"function": true}`` + the pickled ``prune_residual``; then per call ``{"config", "conv", "keep"}`` + the
     network's ``state_dict`` (an ``.npz``): ``{"group": [...]}`` + the returned network's tensors (an ``.npz``), or
-    ``{"raised": message}``; until the judge closes the socket."""
+    ``{"raised": message}``; or ``{"time": calls, "shape"}`` + images (float32): the last returned network run
+    ``calls`` times on them, ``{"output": true}`` + its last output (float32); until the judge closes the socket."""
     try:
         _, pickled, _ = channel.receive()
     except ChannelError:
         return
     try:
         import torch
+        import torch.fx  # noqa: F401 - the course's warm-up: what a tracing function imports first
 
         from util.judging.student_code import load
 
@@ -81,14 +103,19 @@ def serve(channel: Channel) -> None:
     except Exception as exc:  # a function that cannot be unpickled here
         channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
         return
+    last = None
     while True:
         try:
             header, data, _ = channel.receive()
         except ChannelError:
             return
         try:
-            net = _network(header, data)
-            reply, body = _answer(function(net, str(header["conv"]), int(header["keep"])))
+            if "time" in header:
+                reply, body = _timed(last, header, data)
+            else:
+                result = function(_network(header, data), str(header["conv"]), int(header["keep"]))
+                reply, body = _answer(result)
+                last = result[1]
         except Exception as exc:  # the student's code may raise anything: say what, as the kernel would
             channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
             continue

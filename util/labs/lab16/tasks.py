@@ -357,7 +357,7 @@ TASKS = (
         answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
         keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
         function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
-        hidden_points=12,
+        hidden_points=10,
     ),
     Task(
         id="16.4", title="Low rank under a parameter budget", answer_points=4,
@@ -388,14 +388,14 @@ TASKS = (
                "to 16 channels",
         keys=("groups", "params", "macs", "equal_outputs"), tolerance=EXACT,
         function="prune_residual", run_case=_residual, grader_check="util.labs.lab16.judge_residual:check_residual",
-        checks=CHECKS["16.7"], hidden_points=10, judged=("function",),
+        checks=CHECKS["16.7"], hidden_points=12, judged=("function",),
     ),
 )
 """The tasks of the current release (3), in notebook order."""
 
-BEFORE_3 = {"16.1": 10, "16.2": 15, "16.4": 12, "16.6": 10}
-"""Task id -> hidden points as releases 1 and 2 declared them: release 3's task 16.7 took its 13 points from these
-tasks' hidden cases (4 + 3 + 4 + 2), each case keeping its share (``Lab.with_cases``)."""
+BEFORE_3 = {"16.1": 10, "16.2": 15, "16.3": 12, "16.4": 12, "16.6": 10}
+"""Task id -> hidden points as releases 1 and 2 declared them: release 3's task 16.7 took its 15 points from these
+tasks' hidden cases (4 + 3 + 2 + 4 + 2), each case keeping its share (``Lab.with_cases``)."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -414,8 +414,12 @@ LAB = Lab(
         Release(3, "2026-12-02", "A new task, 16.7: pruning a residual network, whose channels are coupled through "
                 "additions into groups found in the graph torch.fx traces and cut as one by their summed importance, "
                 "graded on residual networks the grader draws afresh at each grading and prunes with your function "
-                "in a process of its own. Its 13 points come from the hidden cases of tasks 16.1 (4), 16.2 (3), 16.4 "
-                "(4) and 16.6 (2); a notebook of an earlier release is graded as it was.",
+                "in a process of its own, which times the network you return there against the dense one. Its 15 points "
+                "come from the hidden cases of tasks 16.1 (4), 16.2 (3), 16.3 (2), 16.4 (4) and 16.6 (2); a notebook "
+                "of an earlier release is graded as it was. The handout also states what it left unsaid: 16.1's "
+                "amount, 16.2's plans and tie rule against topk, 16.3's CSR count and timer (a warm-up first), 16.4's "
+                "grouped convolutions, 16.5's accuracy on the labels alone (about 90 %), 16.6's formula as matrix "
+                "products, what is frozen and merged()'s flags.",
                 marker="An addition couples the channels of its two inputs",
                 previous=tuple(replace(task, hidden_points=BEFORE_3[task.id]) for task in TASKS if task.id in BEFORE_3)),
     ),
