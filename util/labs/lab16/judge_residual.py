@@ -303,7 +303,9 @@ def time_networks(student, dense, sparse, rebuilt, timed: Mapping[str, Any], ima
             with torch.no_grad():
                 wanted = rebuilt(x)
             scale = float(wanted.abs().max()) or 1.0
-            fastest, before = float("inf"), student.stats()["cpu_seconds"]
+            if number == 1:                     # the student's CPU from here on: only its timed calls run now
+                before = student.stats()["cpu_seconds"]
+            fastest = float("inf")
             for _ in range(calls):
                 start = time.perf_counter()
                 student.send({"time": 1, "shape": list(x.shape)}, data=data)
@@ -318,10 +320,11 @@ def time_networks(student, dense, sparse, rebuilt, timed: Mapping[str, Any], ima
                 if not float((found.double() - wanted.double()).abs().max()) / scale <= OUTPUT_RTOL:
                     return ["the network you returned computes, when the grader times it, something else than the "
                             "network its tensors make"], {}
-            spent["channels"] = fastest, student.stats()["cpu_seconds"] - before
+            spent["channels"] = fastest, 0.0
             if number:
                 for key, (wall, used) in spent.items():
                     best[key], cpu[key] = min(best[key], wall), cpu[key] + used
+        cpu["channels"] = student.stats()["cpu_seconds"] - before
     finally:
         os.sched_setaffinity(0, mine)
     wall_speedup = best["dense"] / best["channels"]
