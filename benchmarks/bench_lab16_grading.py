@@ -2,7 +2,10 @@
 solution, ``grader grade`` of the solution (hidden cases and the grader's judges included), and the costly step on its
 own: the judge's re-run of task 16.5 (a student process started, PyTorch imported and warmed up, then the timed
 window: the pickled loss loaded and 120 gradients asked for while the judge trains the small student), with the
-student process's CPU seconds the grader measured.
+student process's CPU seconds the grader measured; and task 16.7's judge case by case (a student process each, its
+networks cut by the solution's prune_residual), the timed case apart (every group of a larger network cut, then the
+cut network timed in the student process against the dense one and its unstructured twin in the judge's), with the
+speed-ups it measured.
 
 With ``--seeds N`` it also measures the margins of 16.5's re-run case: the small student trained with the course's
 loss and with the labels alone, from N seeds (a term secret draws the case's seed anew, so the threshold must hold
@@ -64,7 +67,7 @@ def graded_work_cpu() -> dict[str, float]:
         os.environ["COURSE_OUTPUT_DIR"] = answers
         start = _cpu()
         namespace = solution_namespace("lab16", [task.id for task in lab.tasks])
-        rows["CPU: the solution's cells"] = _cpu() - start
+        rows["CPU: the solution's cells"] = _cpu() - start  # 16.7's latency cell included
         start = _cpu()
         for task in lab.tasks:
             for case in task.cases:
@@ -80,7 +83,7 @@ def graded_work_cpu() -> dict[str, float]:
                     for case in task.cases:
                         [path] = files_dir("lab16").glob(case_file(case.spec, "") + "*")
                         assert check(case.spec, path.read_bytes(), task.tolerance) == [], case.id
-        rows["CPU: the grader's judges (16.5's student process not included)"] = _cpu() - start
+        rows["CPU: the grader's judges (16.5's and 16.7's student processes not included)"] = _cpu() - start
     return rows
 
 
@@ -101,6 +104,48 @@ def retrain_seconds() -> tuple[float, float, float]:
     if found is None or found < spec["min_accuracy"]:
         sys.exit(f"the 16.5 judge failed on the solution: {problem or found}")
     return whole, measures["wall_seconds"], measures["cpu_seconds"]
+
+
+def residual_seconds() -> dict[str, float]:
+    """Wall seconds of each of 16.7's judge cases on the solution (a student process each), and the timed case's
+    measured speed-ups (the cut network and the unstructured twin, against the dense one)."""
+    import io
+
+    import cloudpickle
+    import numpy as np
+
+    from grader.author.solution import solution_namespace
+    from grader.judge.isolated import serving
+    from util.labs.lab16 import judge_residual
+
+    task = get_lab("lab16").task("16.7")
+    function = solution_namespace("lab16", ("16.7",))["prune_residual"]
+    buffer = io.BytesIO()
+    np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(function), dtype=np.uint8))
+    measured: list[dict] = []
+    timer = judge_residual.time_networks
+
+    def spy(*args, **kwargs):
+        found = timer(*args, **kwargs)
+        measured.append(found[1])
+        return found
+
+    judge_residual.time_networks = spy
+    rows = {}
+    try:
+        with serving():
+            for case in task.cases:
+                start = time.perf_counter()
+                problems = judge_residual.check_residual(case.spec, buffer.getvalue(), task.tolerance)
+                rows[f"16.7 judge: {case.id[:70]}"] = time.perf_counter() - start
+                if problems:
+                    sys.exit(f"the 16.7 judge failed on the solution: {problems}")
+    finally:
+        judge_residual.time_networks = timer
+    for figures in measured:
+        rows["16.7 timed: the cut network's speed-up over the dense one (x; at least 1.5 needed)"] = figures["speedup"]
+        rows["16.7 timed: the unstructured twin's speed-up over the dense one (x)"] = figures["unstructured_speedup"]
+    return rows
 
 
 def margins(seeds: int) -> dict[str, tuple[int, int]]:
@@ -154,6 +199,7 @@ def main() -> None:
     rows["16.5 judge: student process, imports, warm-up, the window"] = whole
     rows["16.5 judge: the timed window (loading and 120 gradients; 40 s allowed)"] = window
     rows["16.5 judge: the student process's CPU in the window (10 s allowed)"] = student
+    rows.update(residual_seconds())
     imports, *work = cpu.values()
     rows["CPU of a graded run, about: 3 processes' imports + cells + cases + judges + the student's window"] = \
         3 * imports + sum(work) + student

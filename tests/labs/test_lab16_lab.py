@@ -85,13 +85,14 @@ def unpacked(data: bytes) -> dict:
 
 def test_declaration_adds_up_and_names_real_checks():
     assert LAB.max_points == 100
-    assert [t.max_points for t in LAB.tasks] == [15, 20, 16, 16, 20, 13]
+    assert [t.max_points for t in LAB.tasks] == [11, 17, 14, 12, 20, 11, 15]
     files = [case_file(c.spec) for t in LAB.tasks if t.grader_check for c in t.cases]
-    assert len(files) == len(set(files)) == 17
+    assert len(files) == len(set(files)) == 20
     for task in LAB.tasks:
         if task.grader_check:
             assert callable(artifacts.check_function(task))
-    assert all(case.seeds == ("seed",) for task in LAB.tasks for case in task.cases)
+    assert all(case.seeds == ("seed",) for task in LAB.tasks if task.id != "16.7" for case in task.cases)
+    assert all(not case.seeds and "seed" not in case.spec for case in LAB.task("16.7").cases)  # the secret draws them
 
 
 def test_convnet_is_digits_cnn_with_its_names_and_forward():
@@ -328,8 +329,8 @@ def test_lora_cases_pass_and_an_unfrozen_base_or_a_wrong_scaling_fails(solution,
         base_out = net(x).numpy()
     unscaled = _forged(data, adapted=base_out)  # the adapters' change left out of the forward
     assert verdict("16.6", case, unscaled) == ["with the course's values in lora_A and lora_B the outputs are not base(x) "
-                                               "+ (alpha / r) x A^T B^T: check the scaling alpha / r and the order of "
-                                               "the products"]
+                                               "+ (alpha / r) * (x @ A.T @ B.T): check the scaling alpha / r and the "
+                                               "order of the products"]
     assert verdict("16.6", case, _forged(data, fresh=arrays["adapted"]))[0].startswith("right after add_lora")
     merged = arrays["merged/fc/weight"] * 1.01
     assert verdict("16.6", case, _forged(data, **{"merged/fc/weight": merged})) == [

@@ -8,7 +8,9 @@ Every seed here draws weights or logits any value of which makes a valid case (`
 them anew); what each case tests is in its architecture, plan, shape, budget or rule, not in its seed. The re-run
 of 16.5 holds for any seed: over seeds 0 to 199 the course's loss got 346 to 356 of the 360 test images right and the
 labels alone 277 to 335, so the threshold sits between them, at 341 images (94.5 %): 5 images below the course's
-worst seed, 6 above the labels' best (``python benchmarks/bench_lab16_grading.py --seeds 200``).
+worst seed, 6 above the labels' best (``python benchmarks/bench_lab16_grading.py --seeds 200``). Task 16.7's cases
+name no seed: the judge draws each network's weights from the grading secret at every grading
+(``judge_residual.weights_seed``); what a case tests is its architecture and the groups it cuts.
 """
 from __future__ import annotations
 
@@ -19,49 +21,49 @@ SEEDED = ("seed",)
 CASES = {
     "16.1": (
         Case("two blocks and one pool, 60 % globally",
-             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 11, "sparsity": 0.6, "scope": "global"}, 2.5,
+             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 11, "sparsity": 0.6, "scope": "global"}, 1.5,
              seeds=SEEDED),
         Case("three blocks and a hidden layer, 75 % per layer",
              {"model": {"widths": [12, 24, 16], "pools": [2], "hidden": [32]}, "seed": 12, "sparsity": 0.75,
-              "scope": "layer"}, 2.5, seeds=SEEDED),
+              "scope": "layer"}, 1.5, seeds=SEEDED),
         Case("half the weights zero already, 70 % globally",
              {"model": {"widths": [16, 32, 32], "pools": [2]}, "seed": 13, "zeroed": 0.5, "sparsity": 0.7,
-              "scope": "global"}, 2.5, seeds=SEEDED),
+              "scope": "global"}, 1.5, seeds=SEEDED),
         Case("33 % per layer, counts that round up",
              {"model": {"widths": [6, 10, 14, 20], "pools": [1, 3]}, "seed": 14, "sparsity": 0.33, "scope": "layer"},
-             2.5, seeds=SEEDED),
+             1.5, seeds=SEEDED),
     ),
     "16.2": (
         Case("two adjacent blocks cut",
              {"model": {"widths": [12, 24, 16], "pools": [2], "hidden": [32]}, "seed": 21,
-              "plan": {"conv1": 8, "conv2": 10}}, 5, seeds=SEEDED),
+              "plan": {"conv1": 8, "conv2": 10}}, 4, seeds=SEEDED),
         Case("the last block, before the Linear layers",
-             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 22, "plan": {"conv2": 5}}, 5, seeds=SEEDED),
+             {"model": {"widths": [8, 16], "pools": [1]}, "seed": 22, "plan": {"conv2": 5}}, 4, seeds=SEEDED),
         Case("every block of a DigitsCNN",
-             {"model": {}, "seed": 23, "plan": {"conv1": 12, "conv2": 20, "conv3": 9}}, 5, seeds=SEEDED),
+             {"model": {}, "seed": 23, "plan": {"conv1": 12, "conv2": 20, "conv3": 9}}, 4, seeds=SEEDED),
     ),
     "16.3": (
-        Case("6 x 16 in float16", {"shape": [6, 16], "seed": 31, "kind": "normal", "value_bytes": 2}, 3,
+        Case("6 x 16 in float16", {"shape": [6, 16], "seed": 31, "kind": "normal", "value_bytes": 2}, 2.5,
              seeds=SEEDED),
         Case("a convolution's weight, rows of 4 x 3 x 3, in float32",
-             {"shape": [10, 4, 3, 3], "seed": 32, "kind": "normal", "value_bytes": 4}, 3, seeds=SEEDED),
+             {"shape": [10, 4, 3, 3], "seed": 32, "kind": "normal", "value_bytes": 4}, 2.5, seeds=SEEDED),
         Case("small whole numbers: ties in most groups",
-             {"shape": [5, 24], "seed": 33, "kind": "ties", "value_bytes": 2}, 3, seeds=SEEDED),
-        Case("rows of 512 in float32", {"shape": [3, 512], "seed": 34, "kind": "normal", "value_bytes": 4}, 3,
+             {"shape": [5, 24], "seed": 33, "kind": "ties", "value_bytes": 2}, 2.5, seeds=SEEDED),
+        Case("rows of 512 in float32", {"shape": [3, 512], "seed": 34, "kind": "normal", "value_bytes": 4}, 2.5,
              seeds=SEEDED),
     ),
     "16.4": (
         Case("a Linear whose bias decides the rank",
-             {"layer": {"kind": "linear", "in": 50, "out": 40, "bias": True}, "seed": 41, "budget": 489}, 3,
+             {"layer": {"kind": "linear", "in": 50, "out": 40, "bias": True}, "seed": 41, "budget": 489}, 2,
              seeds=SEEDED),
         Case("a strided, padded convolution",
              {"layer": {"kind": "conv", "in": 16, "out": 24, "kernel": 3, "stride": 2, "padding": 1, "bias": False},
-              "seed": 42, "budget": 1500}, 3, seeds=SEEDED),
+              "seed": 42, "budget": 1500}, 2, seeds=SEEDED),
         Case("a budget above the full rank",
-             {"layer": {"kind": "linear", "in": 12, "out": 6, "bias": True}, "seed": 43, "budget": 10_000}, 3,
+             {"layer": {"kind": "linear", "in": 12, "out": 6, "bias": True}, "seed": 43, "budget": 10_000}, 2,
              seeds=SEEDED),
         Case("a budget below rank 1: ValueError",
-             {"layer": {"kind": "conv", "in": 8, "out": 8, "kernel": 3, "bias": True}, "seed": 44, "budget": 80}, 3,
+             {"layer": {"kind": "conv", "in": 8, "out": 8, "kernel": 3, "bias": True}, "seed": 44, "budget": 80}, 2,
              seeds=SEEDED),
     ),
     "16.5": (
@@ -78,9 +80,30 @@ CASES = {
     "16.6": (
         Case("a hidden layer and the output layer, r=4",
              {"model": {"widths": [8, 16], "pools": [1, 2], "hidden": [24]}, "seed": 61, "targets": ["hidden1", "fc"],
-              "r": 4, "alpha": 8.0, "batch": 5}, 5, seeds=SEEDED),
+              "r": 4, "alpha": 8.0, "batch": 5}, 4, seeds=SEEDED),
         Case("a DigitsCNN's fc, r=2, alpha=16",
-             {"model": {}, "seed": 62, "targets": ["fc"], "r": 2, "alpha": 16.0, "batch": 3}, 5, seeds=SEEDED),
+             {"model": {}, "seed": 62, "targets": ["fc"], "r": 2, "alpha": 16.0, "batch": 3}, 4, seeds=SEEDED),
+    ),
+    "16.7": (
+        Case("additions: an identity chain (the stem and every block's conv2 one group), a downsampling block (its "
+             "1 x 1 shortcut and its conv2 one group), a group of four convolutions",
+             {"networks": [
+                 {"arch": {"stem": 32, "blocks": [["basic", 8], ["basic", 10]]},
+                  "prunes": [["block2.conv2", 16], ["block1.conv1", 4]]},
+                 {"arch": {"stem": 8, "blocks": [["down", 8, 16], ["basic", 12]]},
+                  "prunes": [["block1.short", 8], ["stem", 5]]},
+                 {"arch": {"stem": 24, "blocks": [["basic", 8], ["basic", 8], ["basic", 8]]},
+                  "prunes": [["block3.conv2", 12], ["block2.conv1", 4]]}]}, 4),
+        Case("a concatenation (each side its own group, read at its offset by the next block), and every convolution "
+             "of a network with all three kinds of block cut to half its width",
+             {"networks": [
+                 {"arch": {"stem": 10, "blocks": [["basic", 6], ["concat", 8, 12], ["down", 12, 32]]},
+                  "prunes": [["block2.right", 5], ["block2.left", 3], ["block3.conv2", 16], ["stem", 5]]},
+                 {"arch": {"stem": 12, "blocks": [["basic", 12], ["down", 16, 24], ["concat", 12, 8]]},
+                  "every": True}]}, 4),
+        Case("every group of a larger network cut to a quarter of its width, timed by the grader: at least 1.5x as fast",
+             {"arch": {"stem": 32, "blocks": [["basic", 32], ["down", 64, 64], ["basic", 64]]}, "chain": 0.25,
+              "timed": {"rounds": 5, "calls": 5, "batch": 64, "min_speedup": 1.5}}, 4),
     ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

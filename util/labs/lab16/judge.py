@@ -14,8 +14,8 @@ decides with its own computation, never with the student's code (task 16.5's: ``
   counted here from every parameter the model holds, saved as plain data with its ``requires_grad`` flag
   (``tasks.plain_tensors``: read where PyTorch keeps them, never through a method of the student's model), and
   every parameter of the base model is still held, frozen and unchanged;
-  with the course's adapter values the outputs are ``base(x) + (alpha / r) x A^T B^T``'s and each merged layer holds
-  ``W + (alpha / r) B A``.
+  with the course's adapter values the outputs are ``base(x) + (alpha / r) * (x @ A.T @ B.T)``'s and each merged
+  layer holds ``W + (alpha / r) (B @ A)``.
 
 The saved bytes are untrusted: arrays are read without pickle, their names, shapes and dtypes checked before use.
 Feedback names what differs and how, never the grader's figure for a hidden case.
@@ -345,8 +345,8 @@ def check_lora(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> li
             adapted_net.get_submodule(target).weight.copy_(weight)
         expected_out = adapted_net(x)
     if not _relative(torch.from_numpy(arrays["adapted"]), expected_out) <= OUTPUT_RTOL:
-        problems.append("with the course's values in lora_A and lora_B the outputs are not base(x) + (alpha / r) x A^T "
-                        "B^T: check the scaling alpha / r and the order of the products")
+        problems.append("with the course's values in lora_A and lora_B the outputs are not base(x) + (alpha / r) * "
+                        "(x @ A.T @ B.T): check the scaling alpha / r and the order of the products")
     for target, (weight, bias) in merged.items():
         found = arrays[f"merged/{target}/weight"]
         if found.shape != tuple(weight.shape) or not _relative(torch.from_numpy(found.astype(np.float32)),

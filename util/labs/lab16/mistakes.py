@@ -2,9 +2,19 @@
 
 The expected failures were worked out by grading each variant. Each looks right on what its own task's answer
 shows and fails where a hidden case has the structure the mistake ignores: the last convolution cut (its channels
-feed the first Linear through ``flatten``), groups of four, a bias, a temperature other than 1, frozen weights.
+feed the first Linear through ``flatten``), groups of four, a bias, a temperature other than 1, frozen weights, a
+convolution added to another (16.7).
 """
 from util.contract import ANSWER, Mistake
+
+RESIDUAL_CASES = (
+    "additions: an identity chain (the stem and every block's conv2 one group), a downsampling block (its 1 x 1 "
+    "shortcut and its conv2 one group), a group of four convolutions",
+    "a concatenation (each side its own group, read at its offset by the next block), and every convolution of a "
+    "network with all three kinds of block cut to half its width",
+    "every group of a larger network cut to a quarter of its width, timed by the grader: at least 1.5x as fast",
+)
+"""Task 16.7's cases: each of its mistakes fails every one."""
 
 MISTAKES = (
     Mistake(
@@ -57,6 +67,32 @@ MISTAKES = (
         expected_failures={"16.6": (ANSWER, "a hidden layer and the output layer, r=4", "a DigitsCNN's fc, r=2, alpha=16")},
         variants=(
             (("    model.requires_grad_(False)\n", "    model.requires_grad_(True)\n"),),
+        ),
+    ),
+    Mistake(
+        name="residual_pruned_on_one_side",
+        description="Treats an addition like any other node, passing on the channels of its first input without "
+                    "joining the groups of its two inputs: every convolution is a group of its own, so cutting a "
+                    "block's conv2 leaves the identity (or the shortcut) it is added to at full width, and the "
+                    "network no longer adds up.",
+        replacements=(("            for x, y in zip(first, second):\n                union(x, y)\n", ""),),
+        expected_failures={"16.7": (ANSWER, *RESIDUAL_CASES)},
+        variants=(
+            (("            for x, y in zip(first, second):\n                union(x, y)\n            producers[node] = first\n",
+              "            producers[node] = second\n"),),
+        ),
+    ),
+    Mistake(
+        name="group_ranked_by_first_layer",
+        description="Finds the groups and cuts every member, but ranks the group's channels by the L1 norms of its "
+                    "first convolution alone instead of their sum over the group: the shapes and counts are right, "
+                    "and the network keeps other channels than the masked one.",
+        replacements=(("    importance = sum(model.get_submodule(name).weight.detach().abs().sum(dim=(1, 2, 3)) for name in group)\n",
+                       "    importance = model.get_submodule(group[0]).weight.detach().abs().sum(dim=(1, 2, 3))\n"),),
+        expected_failures={"16.7": (ANSWER, *RESIDUAL_CASES)},
+        variants=(
+            (("    importance = sum(model.get_submodule(name).weight.detach().abs().sum(dim=(1, 2, 3)) for name in group)\n",
+              "    importance = model.get_submodule(conv).weight.detach().abs().sum(dim=(1, 2, 3))\n"),),
         ),
     ),
 )

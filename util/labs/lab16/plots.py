@@ -1,4 +1,5 @@
-"""Lab 16's two figures (given code): accuracy against sparsity, layer by layer, and accuracy against rank."""
+"""Lab 16's figures (given code): accuracy against sparsity, layer by layer, accuracy against rank, and latency
+against parameters for channels cut and unstructured zeros."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -50,6 +51,29 @@ def plot_rank(ranks: Sequence[int], accuracy: Sequence[float], params: Sequence[
     lines = ax.get_legend_handles_labels()
     bars = right.get_legend_handles_labels()
     ax.legend(lines[0] + bars[0], lines[1] + bars[1], loc="lower right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_latency(channels: Sequence[tuple[int, float]], unstructured: Sequence[tuple[int, float]],
+                 dense: tuple[int, float], ax=None, title: str = ""):
+    """Latency (ms a forward pass) against parameters: one line for networks cut by whole channels, one for the
+    dense network with unstructured zeros at the same parameter counts, and the dense network as a point. Each
+    entry is ``(parameters, milliseconds)``. Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    for points, label, marker in ((channels, "channels cut (a smaller network)", "o"),
+                                  (unstructured, "unstructured zeros (same shapes)", "s")):
+        ax.plot([p for p, _ in points], [ms for _, ms in points], marker=marker, label=label)
+    ax.plot([dense[0]], [dense[1]], marker="*", markersize=12, color="black", linestyle="", label="dense")
+    ax.set_xlabel("parameters (a zeroed weight still counts: it is stored and multiplied)")
+    ax.set_ylabel("latency (ms, best of rounds)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8)
     if title:
         ax.set_title(title)
     return ax

@@ -4,7 +4,8 @@ rules, never a hidden case's input. ``CHECKS[task id]`` is attached to each task
 The hand examples: for 16.1 two small Linear layers with the weights below, for 16.2 a seeded two-block
 ``ConvNet`` (widths 6 and 8) against the same model with the dropped channels masked by PyTorch's own
 ``prune.ln_structured``, for 16.3 one row of 8 weights with ties, for 16.4 a Linear(6, 4), for 16.5 two classes
-whose softmaxes are worked out by hand, for 16.6 a two-layer ``nn.Sequential``.
+whose softmaxes are worked out by hand, for 16.6 a two-layer ``nn.Sequential``, for 16.7 a one-block
+``ResidualNet`` (stem 4, an identity block of 2) whose stem is added to the block's output.
 """
 from __future__ import annotations
 
@@ -230,6 +231,44 @@ def _tiny_lora(fn) -> str | None:
                  None if torch.allclose(before, after) else "a fresh adapter changed the outputs (lora_B starts at 0)")
 
 
+# ---------------------------------------------------------------- 16.7
+
+RESIDUAL_GROUPS = [["block1.conv1"], ["block1.conv2", "stem"], ["block2.conv1"], ["block2.conv2", "block2.short"],
+                   ["block3.left"], ["block3.right"]]
+"""The notebook's network's groups: the stem is added to block 1's output, block 2's shortcut to its conv2."""
+RESIDUAL_PARAMS = {"dense": 21_418, "pruned": 15_082}
+"""The notebook's network, and with block 2's group (conv2 and short) cut from 32 channels to 16: conv2 and short
+lose 16 filters (16 x 24 x 9 + 16 x 16), their BatchNorms 2 x 16 x 2, and block 3's left and right 16 input
+channels (16 x 16 x 9 + 16 x 16): 6,336 fewer."""
+RESIDUAL_MACS = {"dense": 560_448, "pruned": 460_096}
+"""Their MACs on one 8 x 8 image (block 2 onwards at 4 x 4: 16 positions x (16 x 24 x 9 + 16 x 16 + 16 x 16 x 9 +
+16 x 16) = 100,352 fewer)."""
+
+
+def _tiny_residual(fn) -> str | None:
+    import torch
+
+    from util.labs.lab16.residual import ResidualNet, masked_residual
+
+    torch.manual_seed(0)
+    net = ResidualNet(stem=4, blocks=[["basic", 2]]).eval()
+    found = fn(net, "block1.conv2", 2)
+    if not (isinstance(found, (tuple, list)) and len(found) == 2):
+        return f"prune_residual returned a {type(found).__name__}; it should return (group, network)"
+    group, pruned = found
+    if sorted(group) != ["block1.conv2", "stem"]:
+        return f"the group of block1.conv2 is {group!r}; expected ['block1.conv2', 'stem'] (the stem is the identity)"
+    params = sum(p.numel() for p in pruned.parameters())
+    if params != 132:
+        return (f"the cut network has {params} parameters; expected 132 (stem 2 x 9 + 4, conv1 2 x 2 x 9 + 4, conv2 "
+                "2 x 2 x 9 + 4, fc 10 x 2 + 10)")
+    x = torch.randn(3, 1, 8, 8)
+    with torch.no_grad():
+        out, wanted = pruned(x), masked_residual(net, group, 2)(x)
+    return None if torch.allclose(out, wanted, rtol=1e-4, atol=1e-5) else \
+        "the cut network computes something else than the network with the same channels masked"
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "16.1": (
         Check("80 % of DigitsCNN's 19,088 prunable weights is round(15,270.4) = 15,270; accuracies are fractions, "
@@ -310,5 +349,17 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("a two-layer Sequential with LoRA (r=1) on '0': 5 trainable parameters, the outputs unchanged",
               _tiny_lora, "freeze the whole model first, then add lora_A (random) and lora_B (zeros)",
               calls_function=True),
+    ),
+    "16.7": (
+        Check("the notebook's network: six groups, 21,418 -> 15,082 parameters and 560,448 -> 460,096 MACs with block "
+              "2's group cut to 16; its outputs those of the masked network",
+              lambda a: first(equal(a["groups"], RESIDUAL_GROUPS, "groups"),
+                              equal(a["params"], RESIDUAL_PARAMS, "params"), equal(a["macs"], RESIDUAL_MACS, "macs"),
+                              equal(a["equal_outputs"], True, "equal_outputs")),
+              "an addition couples the channels of both its inputs; a concatenation couples nothing, but the layer "
+              "after it reads each side at its offset"),
+        Check("a one-block network by hand: block1.conv2's group is itself and the stem; cut to 2, 132 parameters",
+              _tiny_residual, "the identity adds the stem's output to conv2's: both are cut, and every layer reading "
+                              "the sum (fc here) loses the same inputs", calls_function=True),
     ),
 }

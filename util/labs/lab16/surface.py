@@ -28,11 +28,18 @@ NAMES = (
     "util.labs.lab16.nets:build_convnet",
     "util.labs.lab16.nets:lora_values",
     "util.labs.lab16.nets:small_student",
+    "util.labs.lab16.plots:plot_latency",
     "util.labs.lab16.plots:plot_rank",
     "util.labs.lab16.plots:plot_sensitivity",
     "util.labs.lab16.prune:apply_masks",
     "util.labs.lab16.prune:fine_tune",
     "util.labs.lab16.prune:prunable",
+    "util.labs.lab16.residual:ResidualNet",
+    "util.labs.lab16.residual:batchnorm_of",
+    "util.labs.lab16.residual:best_latency",
+    "util.labs.lab16.residual:build_residual",
+    "util.labs.lab16.residual:masked_residual",
+    "util.labs.lab16.residual:unstructured_like",
 )
 """Every name a released handout of this lab imports or names, in its current place."""
 

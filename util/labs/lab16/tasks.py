@@ -4,7 +4,9 @@ On the course's DigitsCNN trained on the digits (as a configurable ``ConvNet``, 
 magnitude, globally and layer by layer, with a sensitivity scan (16.1); cut whole channels so the model really
 shrinks (16.2); choose a 2:4 pattern and count its storage in stated formats (16.3); factor a layer to a rank a
 parameter budget allows (16.4); write a distillation loss the grader trains a small student with (16.5); and add
-LoRA adapters, counting what training them costs, and merge them back (16.6).
+LoRA adapters, counting what training them costs, and merge them back (16.6); since release 3, prune a residual
+network (``residual.py``), whose channels are coupled through additions into groups found in the graph ``torch.fx``
+traces, cut as one by their summed importance (16.7).
 
 What a correct answer must satisfy is decided by the grader on what the cases saved (``judge.py``,
 ``judge_distill.py``), never in the kernel: a pruned model's widths, parameters, MACs (lab 1's convention, counted
@@ -12,11 +14,15 @@ by the grader) and outputs against the masked model the grader builds itself; a 
 choice and the storage against the grader's formulas; a factorisation's rank against the budget and its error
 against the optimum (Eckart-Young); a distillation run the grader does itself, with the student's loss asked for
 gradients in a student process that never sees an image; LoRA's trainable parameters, its adapted outputs and its
-merged weights against the grader's own. 16.1's masks are compared with the course's, digest by digest.
+merged weights against the grader's own. 16.1's masks are compared with the course's, digest by digest. 16.7's
+function runs in a student process on residual networks whose weights the judge draws from the grading secret
+(``judge_residual.py``): the group it names against the architecture's, the network it returns rebuilt from its
+tensors alone, its parameters and MACs counted there and its outputs against the masked network the grader builds.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from util.contract import EXACT, Lab, Release, Task, Tolerance, Written
@@ -302,6 +308,17 @@ def _lora(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return {"trainable": count, "trainable_names": trainable}
 
 
+def _residual(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.7: the student's ``prune_residual`` pickled by value and saved: the grader runs it in a student process on
+    networks it draws itself from the grading secret (nothing is run here)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
 WRITTEN = {
     "16.3": (Written("16.Q1", "Pruning 80 % of DigitsCNN's weights by magnitude (16.1) left its parameters and MACs "
                      "as they were, and on a CPU a product with half its weights zero took as long as the dense "
@@ -319,6 +336,67 @@ WRITTEN = {
 points came out of their task's exported answer."""
 
 
+TASKS = (
+    Task(
+        id="16.1", title="Magnitude pruning", answer_points=5,
+        answer="{'pruned_global_80', 'sparsities', 'global', 'per_layer', 'sensitivity', 'fine_tuned_90'} for the "
+               "trained DigitsCNN",
+        keys=("pruned_global_80", "sparsities", "global", "per_layer", "sensitivity", "fine_tuned_90"),
+        tolerance=ACCURACY, function="magnitude_masks", run_case=_masks, checks=CHECKS["16.1"],
+        hidden_points=6,
+    ),
+    Task(
+        id="16.2", title="Channel pruning that shrinks the model", answer_points=5,
+        answer="{'params', 'macs', 'accuracy', 'equal_outputs'} of DigitsCNN with conv2 cut to 16 channels",
+        keys=("params", "macs", "accuracy", "equal_outputs"), tolerance=ACCURACY,
+        function="prune_channels", run_case=_channels, grader_check=f"{JUDGE}:check_channels",
+        checks=CHECKS["16.2"], hidden_points=12, judged=("object",),
+    ),
+    Task(
+        id="16.3", title="2:4 sparsity and its storage", answer_points=1, written=WRITTEN["16.3"],
+        answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
+        keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
+        function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
+        hidden_points=10,
+    ),
+    Task(
+        id="16.4", title="Low rank under a parameter budget", answer_points=4,
+        answer="{'ranks', 'accuracy', 'relative_error', 'params', 'budget_rank'} of conv3 factorised",
+        keys=("ranks", "accuracy", "relative_error", "params", "budget_rank"), tolerance=ACCURACY,
+        function="low_rank", run_case=_low_rank, grader_check=f"{JUDGE}:check_low_rank", checks=CHECKS["16.4"],
+        hidden_points=8, judged=("object",),
+    ),
+    Task(
+        id="16.5", title="Distillation with few labels", answer_points=2, written=WRITTEN["16.5"],
+        answer="{'loss_example', 'kd_accuracy', 'labels_only_accuracy'}: the small student with 100 labels",
+        keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
+        function="distillation_loss", run_case=_distill,
+        grader_check="util.labs.lab16.judge_distill:check_distillation", checks=CHECKS["16.5"],
+        hidden_points=16, judged=("function", "calls"),
+    ),
+    Task(
+        id="16.6", title="LoRA", answer_points=3,
+        answer="{'trainable_full', 'trainable_lora', 'memory_full', 'memory_lora', 'merged_equal'} for DigitsCNN "
+               "with LoRA (r=4) on fc",
+        keys=("trainable_full", "trainable_lora", "memory_full", "memory_lora", "merged_equal"), tolerance=EXACT,
+        function="add_lora", run_case=_lora, grader_check=f"{JUDGE}:check_lora", checks=CHECKS["16.6"],
+        hidden_points=8, judged=("object",),
+    ),
+    Task(
+        id="16.7", title="Pruning a residual network", answer_points=3, since=3,
+        answer="{'groups', 'params', 'macs', 'equal_outputs'} of the notebook's ResidualNet with block 2's group cut "
+               "to 16 channels",
+        keys=("groups", "params", "macs", "equal_outputs"), tolerance=EXACT,
+        function="prune_residual", run_case=_residual, grader_check="util.labs.lab16.judge_residual:check_residual",
+        checks=CHECKS["16.7"], hidden_points=12, judged=("function",),
+    ),
+)
+"""The tasks of the current release (3), in notebook order."""
+
+BEFORE_3 = {"16.1": 10, "16.2": 15, "16.3": 12, "16.4": 12, "16.6": 10}
+"""Task id -> hidden points as releases 1 and 2 declared them: release 3's task 16.7 took its 15 points from these
+tasks' hidden cases (4 + 3 + 2 + 4 + 2), each case keeping its share (``Lab.with_cases``)."""
+
 LAB = Lab(
     name=LAB_NAME,
     title="Compression",
@@ -333,55 +411,20 @@ LAB = Lab(
                 "hand: why unstructured zeros save no time on a dense kernel while 2:4 sparsity can, and what "
                 "distillation's temperature does; their points came from the two tasks' exported answers.",
                 marker="(written, 3 points of task 16.3, marked by hand)"),
+        Release(3, "2026-12-02", "A new task, 16.7: pruning a residual network, whose channels are coupled through "
+                "additions into groups found in the graph torch.fx traces and cut as one by their summed importance, "
+                "graded on residual networks the grader draws afresh at each grading and prunes with your function "
+                "in a process of its own, which times the network you return there against the dense one. Its 15 points "
+                "come from the hidden cases of tasks 16.1 (4), 16.2 (3), 16.3 (2), 16.4 (4) and 16.6 (2); a notebook "
+                "of an earlier release is graded as it was. The handout also states what it left unsaid: 16.1's "
+                "amount, 16.2's plans and tie rule against topk, 16.3's CSR count and timer (a warm-up first), 16.4's "
+                "grouped convolutions, 16.5's accuracy on the labels alone (about 90 %), 16.6's formula as matrix "
+                "products, what is frozen and merged()'s flags.",
+                marker="An addition couples the channels of its two inputs",
+                previous=tuple(replace(task, hidden_points=BEFORE_3[task.id]) for task in TASKS if task.id in BEFORE_3)),
     ),
     prepare="util.labs.lab16.tasks:prepare",
-    tasks=(
-        Task(
-            id="16.1", title="Magnitude pruning", answer_points=5,
-            answer="{'pruned_global_80', 'sparsities', 'global', 'per_layer', 'sensitivity', 'fine_tuned_90'} for the "
-                   "trained DigitsCNN",
-            keys=("pruned_global_80", "sparsities", "global", "per_layer", "sensitivity", "fine_tuned_90"),
-            tolerance=ACCURACY, function="magnitude_masks", run_case=_masks, checks=CHECKS["16.1"],
-            hidden_points=10,
-        ),
-        Task(
-            id="16.2", title="Channel pruning that shrinks the model", answer_points=5,
-            answer="{'params', 'macs', 'accuracy', 'equal_outputs'} of DigitsCNN with conv2 cut to 16 channels",
-            keys=("params", "macs", "accuracy", "equal_outputs"), tolerance=ACCURACY,
-            function="prune_channels", run_case=_channels, grader_check=f"{JUDGE}:check_channels",
-            checks=CHECKS["16.2"], hidden_points=15, judged=("object",),
-        ),
-        Task(
-            id="16.3", title="2:4 sparsity and its storage", answer_points=1, written=WRITTEN["16.3"],
-            answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
-            keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
-            function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
-            hidden_points=12,
-        ),
-        Task(
-            id="16.4", title="Low rank under a parameter budget", answer_points=4,
-            answer="{'ranks', 'accuracy', 'relative_error', 'params', 'budget_rank'} of conv3 factorised",
-            keys=("ranks", "accuracy", "relative_error", "params", "budget_rank"), tolerance=ACCURACY,
-            function="low_rank", run_case=_low_rank, grader_check=f"{JUDGE}:check_low_rank", checks=CHECKS["16.4"],
-            hidden_points=12, judged=("object",),
-        ),
-        Task(
-            id="16.5", title="Distillation with few labels", answer_points=2, written=WRITTEN["16.5"],
-            answer="{'loss_example', 'kd_accuracy', 'labels_only_accuracy'}: the small student with 100 labels",
-            keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
-            function="distillation_loss", run_case=_distill,
-            grader_check="util.labs.lab16.judge_distill:check_distillation", checks=CHECKS["16.5"],
-            hidden_points=16, judged=("function", "calls"),
-        ),
-        Task(
-            id="16.6", title="LoRA", answer_points=3,
-            answer="{'trainable_full', 'trainable_lora', 'memory_full', 'memory_lora', 'merged_equal'} for DigitsCNN "
-                   "with LoRA (r=4) on fc",
-            keys=("trainable_full", "trainable_lora", "memory_full", "memory_lora", "merged_equal"), tolerance=EXACT,
-            function="add_lora", run_case=_lora, grader_check=f"{JUDGE}:check_lora", checks=CHECKS["16.6"],
-            hidden_points=10, judged=("object",),
-        ),
-    ),
+    tasks=TASKS,
 )
 
 
