@@ -412,18 +412,23 @@ def _ratio_hint(found, expected, what: str = "the sum") -> str:
     return ""
 
 
-def check_ddp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
-    """Task 13.3: ``ddp_gradients`` run again on the grader's ranks, each with its shard of a batch only the
-    grader holds. ``result``: every rank's gradients equal one process's on the whole batch (within
-    :data:`RESULT_RTOL` of each parameter's largest gradient); ``buckets``: the stated bucket rule;
-    ``bytes``: what one all-reduce per bucket puts on the wire."""
+def _data_parallel_rerun(data: bytes, spec: Mapping[str, Any], name: str) -> list[str]:
+    """The saved function ``name`` run again on the grader's ranks and judged as data parallelism (13.3, 13.8)."""
     pickled, problems = _function(data)
     if problems:
         return problems
     run, problem = student_run(pickled, spec)
     if run is None:
         return [problem]
-    return _data_parallel(run, spec, "ddp_gradients")
+    return _data_parallel(run, spec, name)
+
+
+def check_ddp(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 13.3: ``ddp_gradients`` run again on the grader's ranks, each with its shard of a batch only the
+    grader holds. ``result``: every rank's gradients equal one process's on the whole batch (within
+    :data:`RESULT_RTOL` of each parameter's largest gradient); ``buckets``: the stated bucket rule;
+    ``bytes``: what one all-reduce per bucket puts on the wire."""
+    return _data_parallel_rerun(data, spec, "ddp_gradients")
 
 
 def check_overlap(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
@@ -434,13 +439,7 @@ def check_overlap(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) ->
     backward waits until the bytes of the buckets closed before it have arrived on the rank's connections,
     counted by the kernel), finishes, with the stated step's bytes on the wire and every rank's gradients those of
     one process (so that no other traffic opens the hold)."""
-    pickled, problems = _function(data)
-    if problems:
-        return problems
-    run, problem = student_run(pickled, spec)
-    if run is None:
-        return [problem]
-    return _data_parallel(run, spec, "overlapped_ddp")
+    return _data_parallel_rerun(data, spec, "overlapped_ddp")
 
 
 def _data_parallel(run: dict, spec: Mapping[str, Any], name: str) -> list[str]:

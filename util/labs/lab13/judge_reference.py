@@ -16,6 +16,14 @@ BETAS = (0.9, 0.999)
 EPS = 1e-8
 
 
+def _unflatten(flat, params) -> None:
+    """Copy the all-reduced ``flat`` bucket back into its parameters' gradients, in bucket order."""
+    offset = 0
+    for param in params:
+        param.grad.copy_(flat[offset:offset + param.grad.numel()].view_as(param.grad))
+        offset += param.grad.numel()
+
+
 def _ring_step(send: torch.Tensor, like: torch.Tensor, rank: int, world: int) -> torch.Tensor:
     buffer = torch.empty_like(like)
     request = dist.isend(send.contiguous(), (rank + 1) % world)
@@ -82,11 +90,7 @@ def ddp_gradients(model, x, y, rank: int, world: int, cap_bytes: int) -> dict:
         flat = torch.cat([ready[i].grad.flatten() for i in bucket])
         dist.all_reduce(flat)
         flat /= world
-        offset = 0
-        for i in bucket:
-            grad = ready[i].grad
-            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
+        _unflatten(flat, [ready[i] for i in bucket])
     return {"grads": [p.grad for p in params], "buckets": buckets}
 
 
@@ -125,11 +129,7 @@ def overlapped_ddp(model, x, y, rank: int, world: int, cap_bytes: int) -> dict:
     for work, flat, bucket in pending:
         work.wait()
         flat /= world
-        offset = 0
-        for i in bucket:
-            grad = ready[i].grad
-            grad.copy_(flat[offset:offset + grad.numel()].view_as(grad))
-            offset += grad.numel()
+        _unflatten(flat, [ready[i] for i in bucket])
     return {"grads": [p.grad for p in params], "buckets": buckets}
 
 

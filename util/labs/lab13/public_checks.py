@@ -154,16 +154,22 @@ def _zero_by_hand(fn) -> str | None:
     return None
 
 
-def _zero_answer(answer) -> str | None:
+def _rank0_totals(answer, per_parameter: str) -> str | None:
+    """A ZeRO table's exported rank-0 totals by stage (``per_parameter``: the bytes nothing sharded holds, in
+    words) and the least stage that fits 12 GiB."""
     totals = answer["rank0_total"]
     if not isinstance(totals, list) or len(totals) != 4 or not all(isinstance(t, int) for t in totals):
         return f"rank0_total is {totals!r}; expected 4 integers (stages 0, 1, 2, 3)"
     fits = [stage for stage, total in enumerate(totals) if total <= 12 * GIB]
-    return first(equal(totals[0], 16 * GPT2_XL, "rank0_total[0] (nothing sharded: 4 + 4 + 8 bytes per parameter)"),
+    return first(equal(totals[0], 16 * GPT2_XL, f"rank0_total[0] (nothing sharded: {per_parameter} bytes per parameter)"),
                  None if all(a > b for a, b in zip(totals, totals[1:])) else
                  f"rank0_total is {totals}; each stage shards more, so each total is smaller",
                  equal(answer["least_stage"], fits[0] if fits else None, "least_stage (the first stage whose rank 0 "
                                                                         "total fits 12 GiB)"))
+
+
+def _zero_answer(answer) -> str | None:
+    return _rank0_totals(answer, "4 + 4 + 8")
 
 
 def _adam_by_hand(fn) -> str | None:
@@ -323,15 +329,7 @@ def _mixed_by_hand(fn) -> str | None:
 
 
 def _mixed_answer(answer) -> str | None:
-    totals = answer["rank0_total"]
-    if not isinstance(totals, list) or len(totals) != 4 or not all(isinstance(t, int) for t in totals):
-        return f"rank0_total is {totals!r}; expected 4 integers (stages 0, 1, 2, 3)"
-    fits = [stage for stage, total in enumerate(totals) if total <= 12 * GIB]
-    return first(equal(totals[0], 16 * GPT2_XL, "rank0_total[0] (nothing sharded: 2 + 2 + 12 bytes per parameter)"),
-                 None if all(a > b for a, b in zip(totals, totals[1:])) else
-                 f"rank0_total is {totals}; each stage shards more, so each total is smaller",
-                 equal(answer["least_stage"], fits[0] if fits else None, "least_stage (the first stage whose rank 0 "
-                                                                        "total fits 12 GiB)"))
+    return _rank0_totals(answer, "2 + 2 + 12")
 
 
 CHECKS: dict[str, tuple[Check, ...]] = {
