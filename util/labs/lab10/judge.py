@@ -383,10 +383,11 @@ def _replayer(pickled: bytes):
 
 
 REPLAY = "replayed by the grader on a model and prompt of its own, "
-REPLAY_MARGIN = 2e-3
-"""Least gap between a replay's chosen and second logit at every step: about 60 times the largest difference
-between a cached and an uncached float32 decoding measured (3.4e-5), so every correct ``generate`` picks the
-judge's tokens."""
+REPLAY_MARGIN = 1e-2
+"""Least gap between a replay's chosen and second logit at every step: about 200 times the largest difference
+between a cached and an uncached float32 decoding measured (3.4e-5 and 4.4e-5 on two CPUs), so every correct
+``generate`` picks the judge's tokens. (2e-3 was 45 times one CPU's difference: CI drew a replay whose closest
+step won by 3.7e-3.) About 6 draws in 10 qualify on each case, so :data:`REPLAY_DRAWS` almost never runs out."""
 REPLAY_VARIETY = 0.6
 """Least share of distinct tokens in each row of a replay's decoding: a decoding that repeats itself would hide
 a cache that forgets positions."""
@@ -403,15 +404,20 @@ def replay_setting(spec: Mapping[str, Any], cfg):
     from util.labs.lab10 import judge_measure as measure
     from util.labs.lab10.gpt import prompt_ids, seeded_gpt
 
+    best = None
     for draw in range(REPLAY_DRAWS):
         seed = secret.seed("lab10", "10.5 replay", json.dumps(dict(spec), sort_keys=True), draw, bits=31)
         model = seeded_gpt(cfg, seed)
         prompt = prompt_ids(cfg, spec["prompt"], seed, spec["batch"])
         expected, gaps = measure.greedy_uncached(model, prompt, spec["new"])
-        if float(gaps.min()) >= REPLAY_MARGIN and min(len(set(row)) for row in expected.tolist()) >= \
-                REPLAY_VARIETY * spec["new"]:
-            break
-    return model, prompt, expected
+        varied = min(len(set(row)) for row in expected.tolist()) >= REPLAY_VARIETY * spec["new"]
+        if varied and float(gaps.min()) >= REPLAY_MARGIN:
+            return model, prompt, expected
+        # none qualifying (about 1 in 10^6): the varied draw of the widest margin, never simply the last one
+        rank = (varied, float(gaps.min()))
+        if best is None or rank > best[0]:
+            best = (rank, model, prompt, expected)
+    return best[1], best[2], best[3]
 
 
 def _replay_problems(spec: Mapping[str, Any], cfg, pickled: bytes) -> list[str]:

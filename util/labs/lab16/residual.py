@@ -79,9 +79,20 @@ class Concat(nn.Module):
 
 
 class ResidualNet(nn.Module):
-    """A stem, residual blocks and a global-average-pooled ``fc`` (see the module's help).
+    """A stem convolution, residual blocks and a global-average-pooled ``fc``, described by ``stem`` and ``blocks``.
 
-    ``ResidualNet()`` is the notebook's network (:data:`DEFAULT`): 21,418 parameters, 560,448 MACs on an 8 x 8 image."""
+    ``stem`` is the first convolution's width (3 x 3, ``stem_bn``, ReLU); each entry of ``blocks`` is one of
+
+    * ``["basic", inner]``: ``conv1`` to ``inner`` channels and ``conv2`` back, plus the identity (the block's
+      output channels are coupled to its input's);
+    * ``["down", inner, out]``: ``conv1`` of stride 2, ``conv2`` to ``out``, plus the shortcut ``short``
+      (1 x 1, stride 2) with ``short_bn``: ``conv2``'s and ``short``'s outputs are coupled;
+    * ``["concat", left, right]``: ``left`` (3 x 3) and ``right`` (1 x 1) read the same input and are
+      concatenated, ``left``'s channels first (never added to anything).
+
+    ``ResidualNet()`` is the notebook's network (:data:`DEFAULT`): 21,418 parameters, 560,448 MACs on an 8 x 8 image.
+    ``config()`` gives back ``{"stem": ..., "blocks": ...}``; a pruned network's widths are read from its weights'
+    shapes by :func:`config_from_state`."""
 
     def __init__(self, stem: int = DEFAULT["stem"], blocks: Sequence[Sequence[Any]] = tuple(DEFAULT["blocks"]),
                  in_channels: int = 1, classes: int = 10) -> None:
