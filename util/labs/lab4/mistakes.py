@@ -20,6 +20,10 @@ MISTAKES = (
             "for (const ModuleCall& child : root.children) leaves.push_back(&child);  // top-level modules",
         ),),
         expected_failures={"4.2": (ANSWER, RESNET18, MOBILENET_V2, TINY)},
+        variants=(  # the walk itself stops one level down: a container among the root's children is taken whole
+            (("  for (const ModuleCall& child : call.children) collect_leaves(child, leaves);",
+              "  for (const ModuleCall& child : call.children) leaves.push_back(&child);  // one level down"),),
+        ),
     ),
     Mistake(
         name="buffers_counted_as_weights",
@@ -35,6 +39,15 @@ MISTAKES = (
             "  }\n",
         ),),
         expected_failures={"4.1": (ANSWER, RESNET18, MOBILENET_V2, TINY)},
+        variants=(  # the buffers added by another call (buffers() instead of named_buffers()), in another place
+            (("  std::set<const c10::TensorImpl*> seen;\n",
+              "  std::set<const c10::TensorImpl*> seen;\n"
+              "  for (const at::Tensor& buffer : model.buffers(/*recurse=*/true)) {  // the file holds them too\n"
+              "    report.tensors += 1;\n"
+              "    report.parameters += buffer.numel();\n"
+              "    report.bytes += buffer.numel() * static_cast<int64_t>(buffer.element_size());\n"
+              "  }\n"),),
+        ),
     ),
     Mistake(
         name="grouped_conv_ignored",
@@ -45,6 +58,10 @@ MISTAKES = (
             "return driving.numel() * node.arg(\"input\").toTensor().size(1) * weight.size(2) * weight.size(3);",
         ),),
         expected_failures={"4.3": (MOBILENET_V2, TINY, TIED)},
+        variants=(  # groups ignored by multiplying them back in: a filter's C_in / groups times groups
+            (("return driving.numel() * (weight.numel() / weight.size(0));",
+              "return driving.numel() * (weight.numel() / weight.size(0)) * node.arg(\"groups\").toInt();"),),
+        ),
     ),
     Mistake(
         name="shared_weight_counted_twice",
@@ -55,5 +72,10 @@ MISTAKES = (
             "",
         ),),
         expected_failures={"4.1": (TIED,)},
+        variants=(  # parameters told apart by their names, which a tied weight's two entries do not share
+            (("  std::set<const c10::TensorImpl*> seen;\n", "  std::set<std::string> seen;  // by name\n"),
+             ("    if (!seen.insert(tensor.unsafeGetTensorImpl()).second) continue;  // a tied weight, already counted\n",
+              "    if (!seen.insert(param.name).second) continue;  // a name already counted\n")),
+        ),
     ),
 )

@@ -69,5 +69,9 @@ MISTAKES = (
         expected_failures={"8.4": (ANSWER, "1x1x1 and 3x5x2000", "257x383x311", "64x1000x3",
                                    "3x faster than naive at 500x700x1000, one thread"),
                            "8.5": (ANSWER, "residual_mlp@256, outputs and 3x speed")},
+        variants=(  # C set to zero, but only its first M floats (a count of rows where M x N floats were meant)
+            (("  std::fill(C, C + static_cast<long>(M) * N, 0.0f);\n",
+              "  std::fill(C, C + static_cast<long>(M), 0.0f);  // C's M rows\n"),),
+        ),
     ),
 )
