@@ -10,8 +10,9 @@ interpreter would import torch again, 4-16 s), and before any of your code runs 
 2. uses **one** torch thread (a fork of a process that used OpenMP threads hangs if it uses them again);
 3. joins the group: ``dist.init_process_group("gloo", init_method="file://<a fresh folder>", ...)`` over the
    loopback interface, with ``timeout`` seconds for every collective;
-4. hands the launcher its TCP connections to the other ranks, so the launcher counts the bytes on the wire
-   itself (:mod:`util.labs.lab13.wire`);
+4. hands the launcher its TCP connections to the other ranks (all of them in one message, at most
+   :data:`MAX_CONNECTIONS`; the launcher checks that every one arrived), so the launcher counts the bytes on the
+   wire itself (:mod:`util.labs.lab13.wire`);
 5. logs every ``torch.distributed`` call it makes (``Run.messages``: what, with whom, how many bytes of
    tensors), captures what it prints (``Run.output``), and puts itself behind the walls
    (:mod:`util.labs.lab13.walls`): from then on it reaches the other ranks only through the group.
@@ -45,6 +46,11 @@ MAX_OUTPUT = 16 << 10
 """Printed text kept per rank (its end)."""
 MAX_MESSAGES = 10_000
 """``torch.distributed`` calls logged per rank."""
+MAX_CONNECTIONS = 64
+"""Descriptors a rank may hand its launcher (its TCP connections): the group's ``world - 1`` (7 at 8 ranks) and any
+strays a loaded machine leaves (:func:`util.labs.lab13.wire.pair_ranks`). The launcher's line to a rank
+(:class:`Line`) takes this many in one message; before release 4 it was the course's channel, which takes 4, and the
+kernel silently dropped the rest, so an 8-rank group never paired and a 4-rank one failed once a rank held two strays."""
 GRACE = 1.0
 """Seconds the other ranks get to finish after one raised, before they are killed."""
 LOGGED = ("send", "recv", "isend", "irecv", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -176,6 +182,49 @@ def unpack(tree: Any, data: bytes) -> Any:
     return walk(tree)
 
 
+# ------------------------------------------------------------------ the line between a rank and its launcher
+
+
+class Line(Channel):
+    """The course's :class:`~util.student_process.Channel`, taking up to ``max_fds`` descriptors a message (the
+    course's takes 4) and failing, never dropping one silently, where the kernel truncated them (``MSG_CTRUNC``)."""
+
+    def __init__(self, sock: socket.socket, *, max_fds: int = MAX_CONNECTIONS, **kwargs: Any) -> None:
+        super().__init__(sock, **kwargs)
+        self.max_fds = max_fds
+
+    def _read(self, size: int, deadline: float | None, fds: list[int]) -> bytes:
+        import array
+
+        chunks, got = [], 0
+        while got < size:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and (left <= 0 or not select.select([self.sock], [], [], left)[0]):
+                self._close_fds(fds)
+                raise ChannelError(f"{self.peer} did not answer within the time allowed")
+            try:
+                chunk, ancillary, flags, _ = self.sock.recvmsg(min(size - got, 1 << 20),
+                                                               socket.CMSG_SPACE(self.max_fds * 4))
+            except OSError as exc:
+                self._close_fds(fds)
+                raise ChannelError(f"{self.peer} is gone ({exc.strerror or exc})") from None
+            for level, kind, payload in ancillary:
+                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                    received = array.array("i")
+                    received.frombytes(payload[:len(payload) - len(payload) % 4])
+                    fds.extend(received)
+            if flags & getattr(socket, "MSG_CTRUNC", 0):  # the kernel dropped descriptors that did not fit
+                self._close_fds(fds)
+                raise ChannelError(f"{self.peer} sent more file descriptors in one message than the {self.max_fds} "
+                                   "this line takes; the kernel dropped the rest")
+            if not chunk:
+                self._close_fds(fds)
+                raise ChannelError(f"{self.peer} closed the connection")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+
+
 # ------------------------------------------------------------------ a rank
 
 
@@ -252,7 +301,10 @@ def _rank(rank: int, world: int, store: str, line: socket.socket, job: Callable 
         from util.labs.lab13 import walls, wire
 
         sockets = wire.connected_sockets() if wire.available() else []
-        channel.send({"ready": True}, fds=tuple(s.fileno() for s in sockets))
+        if len(sockets) > MAX_CONNECTIONS:
+            raise RuntimeError(f"this rank holds {len(sockets)} TCP connections after joining a group of {world}; "
+                               f"the launcher takes at most {MAX_CONNECTIONS}")
+        channel.send({"ready": True, "connections": len(sockets)}, fds=tuple(s.fileno() for s in sockets))
         for sock in sockets:
             sock.close()
         log = _Log()
@@ -320,12 +372,15 @@ def launch(world: int, job: Callable[[int, int, dict, bytes], Any] | None, *, ti
             pids.append(pid)
         for _, theirs in lines:
             theirs.close()
-        channels = [Channel(ours, max_data=MAX_RESULT, peer=f"rank {rank}") for rank, (ours, _) in enumerate(lines)]
+        channels = [Line(ours, max_data=MAX_RESULT, peer=f"rank {rank}") for rank, (ours, _) in enumerate(lines)]
         for rank, header, _, fds in _gather(channels, deadline, "join the group"):
             if "raised" in header:
                 Channel._close_fds(fds)
                 raise RankError(rank, str(header["raised"]), outputs)
             meter.add(rank, [socket.socket(fileno=fd) for fd in fds])
+            if header.get("connections") != len(fds):  # every connection the rank found must have arrived
+                raise RankError(rank, f"the rank found {header.get('connections')} connections after joining and "
+                                f"{len(fds)} reached its launcher", outputs)
         before, strays = meter.matrix(), meter.stray_bytes()
         for rank, channel in enumerate(channels):
             header, data = feed(rank) if feed is not None else ({}, b"")

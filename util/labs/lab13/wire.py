@@ -85,8 +85,12 @@ def pair_ranks(ends: dict[int, list[tuple[str, str]]]) -> dict[tuple[int, int], 
 
     A socket whose other end no rank holds is left out (a stray, :meth:`Meter.stray_bytes`): gloo, on a loaded
     machine, may retry a connection and leave the first attempt in the other rank's queue of connections it
-    never accepted (seen once here, grading under a load of 9 on 2 cores). Raises ``ValueError`` when two ranks share no connection (every pair of a
-    gloo group has one: the group is not what it should be) or a rank is connected to itself."""
+    never accepted (seen once here, grading under a load of 9 on 2 cores). Raises ``ValueError`` when two ranks
+    share no connection (every pair of a gloo group has one: the group is not what it should be) or a rank is
+    connected to itself. Every rank's sockets must all be here: until release 4 the launcher's channel took 4
+    descriptors a message and the kernel dropped the rest, so a rank holding more (8 ranks' 7, or 4 ranks' 3 beside
+    two strays) lost connections and this raised "rank 0 holds no connection to rank ..." (CI, at a load of 4 to
+    6); the launcher now takes :data:`util.labs.lab13.ranks.MAX_CONNECTIONS` and checks that all arrived."""
     owner = {here: rank for rank, pairs in ends.items() for here, _ in pairs}
     peers = {}
     for rank, pairs in ends.items():
