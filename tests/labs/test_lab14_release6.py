@@ -204,6 +204,9 @@ def test_the_plot_marks_the_excluded_candidates():
     texts = [t.get_text() for t in ax.texts]
     assert sum(t.startswith("excluded") for t in texts) == 2 and "16 warps" in texts
     assert len(ax.patches) == len(PUBLIC)
+    green = [round(p.get_x() + p.get_width() / 2) for p in ax.patches
+             if tuple(p.get_facecolor()[:3]) == matplotlib.colors.to_rgb("tab:green")]
+    assert green == [2]  # the chosen one alone: the first of three tied 128 x 128 x 64 tiles
     plt.close(ax.figure)
 
 

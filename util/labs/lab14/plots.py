@@ -131,7 +131,8 @@ def plot_occupancy(occupancy, shared: int, warps: Sequence[int] = (4, 8), ax=Non
 def plot_launch(candidates, times: Sequence, occupancy, ax=None):
     """Task 14.9: each candidate's predicted time (``times``, seconds, ``None`` when excluded) as a bar, labelled
     with the warps an SM holds (``occupancy(registers, shared, num_warps)``, task 14.7); excluded candidates marked
-    where their bar would be, with the reason (spills, or no block fits an SM); the fastest in another colour.
+    where their bar would be, with the reason (spills, or no block fits an SM); the chosen one (the first of the
+    fastest) in another colour.
     Returns the ``Axes``."""
     import matplotlib.pyplot as plt
 
@@ -140,7 +141,7 @@ def plot_launch(candidates, times: Sequence, occupancy, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(9, 4))
     allowed = [t for t in times if t is not None]
-    best = min(allowed) if allowed else None
+    chosen = times.index(min(allowed)) if allowed else None  # the first of the fastest, as the chooser picks
     top = max(allowed) * 1e6 if allowed else 1.0
     for index, (row, seconds) in enumerate(zip(candidates, times)):
         figures = row["compiled"]
@@ -151,7 +152,7 @@ def plot_launch(candidates, times: Sequence, occupancy, ax=None):
             ax.text(index, top * 0.5, f"excluded:\n{why}", ha="center", va="center", fontsize=7, color="tab:red",
                     rotation=90)
             continue
-        ax.bar(index, seconds * 1e6, color="tab:green" if seconds == best else "tab:blue")
+        ax.bar(index, seconds * 1e6, color="tab:green" if index == chosen else "tab:blue")
         ax.text(index, seconds * 1e6, f"{warps} warps", ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(candidates)))
     ax.set_xticklabels([config_name(row["config"]).replace(" fp16", "").replace(", ", "\n") for row in candidates],
