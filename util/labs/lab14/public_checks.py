@@ -281,7 +281,7 @@ HAND_LAUNCH = (
 def _hand_launch(fn) -> str | None:
     from util.labs.lab14.machines import H100_FP16
 
-    seconds = (getattr(fn, "__globals__", {}) or {}).get("launch_seconds")
+    seconds = (getattr(inspect.unwrap(fn), "__globals__", {}) or {}).get("launch_seconds")  # check() wraps fn
     if not callable(seconds):
         return "the notebook defines no launch_seconds() next to choose_launch(); keep the names the notebook gives"
     for row, expected in HAND_LAUNCH:
