@@ -33,7 +33,8 @@ def namespace(replacements: tuple[tuple[str, str], ...] = ()) -> dict:
         found_in = sum(cell.source.count(old) for cell in nb.cells if cell.cell_type == "code")
         assert found_in == 1, f"{old[:60]!r} occurs {found_in} times in the solution's code cells"
     found: dict = {"__name__": f"__lab14_solution_{len(replacements)}__"}  # not importable: pickled by value
-    exec("import math, torch, triton\nimport triton.language as tl\nfrom util.labs.lab14.compiled import H100_LIMITS\n", found)
+    exec("import math, torch, triton\nimport triton.language as tl\nfrom util.labs.lab14.compiled import DTYPES, H100_LIMITS\n"
+         "from util.labs.lab14.choice import FULL_WARPS\n", found)
     for index, (cell, task) in enumerate(zip(nb.cells, cell_tasks(nb))):
         if cell.cell_type != "code" or task is None:
             continue

@@ -47,7 +47,7 @@ def test_the_students_compiler_table_shows_none_of_the_hidden_configurations():
 # ---------------------------------------------------------------- the release
 
 def test_release_4_adds_a_task_whose_points_came_from_three_others():
-    assert LAB.tasks_since(3) == ("14.7", "14.8") and LAB.tasks_since(4) == ("14.8",)  # 14.8: release 5's
+    assert LAB.tasks_since(3) == ("14.7", "14.8", "14.9") and LAB.tasks_since(4) == ("14.8", "14.9")  # 5's, 6's
     for release in (1, 2, 3):
         old = LAB.as_of(release)
         assert [t.id for t in old.tasks] == ["14.1", "14.2", "14.3", "14.4", "14.5", "14.6"]
@@ -66,7 +66,7 @@ def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 3 and "Release 4 (2026-12-02): A new task: 14.7" in note
-    assert "the tasks added since (14.7 and 14.8) were not part of your handout and are not graded" in note
+    assert "the tasks added since (14.7, 14.8 and 14.9) were not part of your handout and are not graded" in note
 
 
 @pytest.mark.notebook

@@ -50,7 +50,7 @@ def _backward(fn, heads: int, n: int, d: int, block: tuple[int, int], causal: bo
 # ---------------------------------------------------------------- the release
 
 def test_release_5_adds_the_backward_its_points_from_three_tasks_each_case_its_share():
-    assert LAB.release == 5 and LAB.tasks_since(4) == ("14.8",) and LAB.tasks_since(5) == ()
+    assert LAB.tasks_since(4) == ("14.8", "14.9") and LAB.tasks_since(5) == ("14.9",)  # 14.9: release 6's
     four = LAB.as_of(4)
     assert [t.id for t in four.tasks] == ["14.1", "14.2", "14.3", "14.4", "14.5", "14.6", "14.7"]
     assert four.max_points == LAB.max_points == 100
@@ -58,8 +58,8 @@ def test_release_5_adds_the_backward_its_points_from_three_tasks_each_case_its_s
     assert {t.id: (t.answer_points, [c.points for c in t.cases]) for t in four.tasks
             if t.id in ("14.2", "14.3", "14.4")} == {"14.2": (4, [3, 3, 3, 3]), "14.3": (4, [3, 4, 3, 4]),
                                                      "14.4": (3, [3, 3, 3])}  # as release 4 graded them
-    assert [t.max_points for t in LAB.tasks] == [8, 12, 16, 8, 22, 12, 12, 10]
-    assert {t.id: (t.answer_points, [c.points for c in t.cases]) for t in LAB.tasks
+    assert [t.max_points for t in LAB.as_of(5).tasks] == [8, 12, 16, 8, 22, 12, 12, 10]
+    assert {t.id: (t.answer_points, [c.points for c in t.cases]) for t in LAB.as_of(5).tasks
             if t.id in ("14.2", "14.3", "14.4", "14.8")} == {
         "14.2": (4, [2, 2, 2, 2]), "14.3": (2, [3, 4, 3, 4]), "14.4": (2, [2, 2, 2]), "14.8": (2, [3, 3, 2])}
     assert [c.id for c in LAB.task("14.8").cases] == list(BACKWARD)
@@ -70,7 +70,7 @@ def test_the_note_of_a_release_4_notebook_says_the_backward_was_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 4 and "Release 5 (2026-12-02): A new task: 14.8" in note
-    assert "the task added since (14.8) was not part of your handout and is not graded" in note
+    assert "the tasks added since (14.8 and 14.9) were not part of your handout and are not graded" in note
 
 
 @pytest.mark.notebook

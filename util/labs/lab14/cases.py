@@ -19,9 +19,11 @@ from __future__ import annotations
 import json
 
 from util.contract import Case
+from util.labs.lab14 import choice
+from util.labs.lab14.cases_launch import LAUNCH_CASES
 from util.labs.lab14.cases_tiles import TILE_CONFIGS
 from util.labs.lab14.compiled import HIDDEN_FILE, config_name
-from util.labs.lab14.machines import H100
+from util.labs.lab14.machines import H100, H100_FP16
 
 A100 = {"name": "A100-like", "bandwidth": 2.039e12, "flops": 156e12, "on_chip_bytes": 164 * 1024}
 SMALL = {"name": "48 KiB of shared memory", "bandwidth": 0.9e12, "flops": 14e12, "on_chip_bytes": 48 * 1024}
@@ -49,6 +51,15 @@ def _tile_cases() -> tuple[Case, ...]:
     return tuple(shared + occupancy)
 
 
+def _launch_cases() -> tuple[Case, ...]:
+    """Task 14.9's cases (``cases_launch.py``), 2 points each: the product, the machine and the candidates with the
+    grader's own compiler figures (``cases_launch.json``, stored when the references were written); the chosen
+    configuration and the model's times are the references'. Since release 6 (the task's)."""
+    return tuple(Case(case["id"], {"m": case["m"], "n": case["n"], "k": case["k"], "machine": H100_FP16,
+                                   "candidates": choice.candidates(case["candidates"])}, 2, since=6)
+                 for case in LAUNCH_CASES)
+
+
 def _seeded(id_: str, spec: dict, points: float, since: int = 1) -> Case:
     return Case(id_, spec, points, seeds=("seed",), since=since)
 
@@ -66,13 +77,13 @@ CASES = {
     ),
     "14.2": (
         _seeded("2 heads of 200 queries in blocks of 64 (a last block of 8)",
-                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 2),
+                {"heads": 2, "n": 200, "d": 32, "block": 64, "causal": False, "seed": 1}, 1),
         _seeded("causal, 4 heads of 128 x 64 in blocks of 32",
-                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 2),
+                {"heads": 4, "n": 128, "d": 64, "block": 32, "causal": True, "seed": 2}, 1),
         _seeded("causal, 130 queries in blocks of 32 (a last block of 2)",
-                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 2),
+                {"heads": 1, "n": 130, "d": 32, "block": 32, "causal": True, "seed": 3}, 1),
         _seeded("causal, 2,048 queries within a memory budget smaller than one score matrix",
-                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 2),
+                {"heads": 1, "n": 2048, "d": 32, "block": 128, "causal": True, "seed": 4}, 1),
     ),
     "14.3": (
         _seeded("96 x 128 x 64 in tiles of 32", {"m": 96, "n": 128, "k": 64, "block": [32, 32, 32], "seed": 1}, 3),
@@ -101,12 +112,12 @@ CASES = {
     ),
     "14.6": (
         Case("H100-like, 200 x 4,096 x 1,024 (rows in one partial tile)",
-             {"m": 200, "n": 4096, "k": 1024, "machine": H100}, 2),
+             {"m": 200, "n": 4096, "k": 1024, "machine": H100}, 1),
         Case("H100-like, 16 x 4,096 x 4,096 (16 tokens: a thin product)",
-             {"m": 16, "n": 4096, "k": 4096, "machine": H100}, 2),
-        Case("A100-like, 3,000 x 11,008 x 4,096", {"m": 3000, "n": 11008, "k": 4096, "machine": A100}, 2),
+             {"m": 16, "n": 4096, "k": 4096, "machine": H100}, 1),
+        Case("A100-like, 3,000 x 11,008 x 4,096", {"m": 3000, "n": 11008, "k": 4096, "machine": A100}, 1),
         Case("48 KiB of shared memory, 100 x 5,000 x 1,024 (compute-bound)",
-             {"m": 100, "n": 5000, "k": 1024, "machine": SMALL}, 2),
+             {"m": 100, "n": 5000, "k": 1024, "machine": SMALL}, 1),
     ),
     "14.7": _tile_cases(),
     "14.8": (  # since release 5 (the task's: Task.since); each a compile of its own constexprs (about 3 s)
@@ -118,5 +129,6 @@ CASES = {
         _seeded("causal, 72 x 32, query blocks of 16 and key blocks of 32",
                 {"heads": 1, "n": 72, "d": 32, "block": [16, 32], "causal": True, "seed": 3}, 2, since=5),
     ),
+    "14.9": _launch_cases(),  # since release 6 (the task's: Task.since)
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

@@ -25,3 +25,7 @@ def ridge(machine: dict) -> float:
 def roof(machine: dict, intensity: float) -> float:
     """FLOP/s attainable at ``intensity`` FLOPs per byte: ``min(flops, bandwidth x intensity)``."""
     return min(machine["flops"], machine["bandwidth"] * intensity)
+
+H100_FP16 = {"name": "H100-like, 16-bit inputs", "bandwidth": 3.35e12, "flops": 989e12, "on_chip_bytes": 228 * 1024}
+"""The same H100 for float16 and bfloat16 inputs (task 14.9): 989 TFLOP/s of dense 16-bit products on the tensor
+cores (twice TF32's), the same HBM3. Ridge: 989e12 / 3.35e12 = 295 FLOP per byte."""

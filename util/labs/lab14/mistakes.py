@@ -8,7 +8,9 @@ running maximum moves), the diagonal of a causal mask; in 14.7, shared memory wi
 hidden configuration has two or more) and an occupancy that leaves out the registers (three of the five hidden
 configurations are limited by them); in 14.8, a backward whose dS leaves out D = rowsum(dO * O) (wrong dQ and
 dK on every case) and a causal backward that visits the blocks above the diagonal (right gradients, the traffic
-of a full one).
+of a full one); in 14.9, a chooser that excludes only the candidates that fit no SM, not those that spill (it picks
+the spilling 256 x 256 x 32 and 128 x 256 x 64 where they would be fastest). 14.7's occupancy without the
+registers also fails 14.9 where the registers decide (its chooser uses that occupancy).
 
 ``variants``: the same mistake made another way the task allows (float64, another call, another order); the tests
 (``tests/labs/test_lab14_variants.py``) grade each through the task's cases and expect the same failures.
@@ -31,6 +33,11 @@ _BLOCK_DS = "dp = tl.dot(do, tl.trans(v))\n            ds = p * (dp - tl.sum(p *
 KEY_DS = "            dv += tl.dot(tl.trans(p), do)\n            " + _DS
 QUERY_DS = "            " + _DS + "\n            dq += tl.dot(ds, k) * scale"
 """The backward's two lines that compute dS (the key-block programs', the query-block programs')."""
+LAUNCH = ("3,072 x 6,144 x 4,096: a spilling 256 x 256 tile, and 4 stages that halve the occupancy",
+          "256 x 8,192 x 8,192 (a batch of 256 tokens): the spilling 128 x 256 x 64 at 4 warps",
+          "1,000 x 5,000 x 2,048 (ragged): occupancy against bytes, a candidate that fits no SM")
+"""Task 14.9's hidden cases, in order (``util.labs.lab14.cases_launch``)."""
+_SPILLS = '    if compiled["spills"]:\n        return None\n'
 OVERFLOW = "16 rows of 1,000 values of size 1,000 (exp overflows float32 and float64 without the maximum)"
 """Task 14.4's case that catches a softmax without the maximum (``util.labs.lab14.cases``)."""
 
@@ -161,7 +168,7 @@ MISTAKES = (
             (('        "registers": limits["registers_per_sm"] // per_warp // num_warps,',  # per SM, not per block
               '        "registers": limits["registers_per_sm"] // per_warp,'),),
         ),
-        expected_failures={"14.7": (ANSWER, OCCUPANCY[0], OCCUPANCY[2], OCCUPANCY[4])},
+        expected_failures={"14.7": (ANSWER, OCCUPANCY[0], OCCUPANCY[2], OCCUPANCY[4]), "14.9": (ANSWER, LAUNCH[2])},
     ),
     Mistake(
         name="backward_without_delta",
@@ -186,5 +193,18 @@ MISTAKES = (
             (("            end = tl.minimum(start + BLOCK_M, N)", "            end = N"),),  # dQ's programs instead
         ),
         expected_failures={"14.8": (ANSWER, BACKWARD[1], BACKWARD[2])},
+    ),
+    Mistake(
+        name="chooser_ignores_spills",
+        description="Excludes a candidate only when no block of it fits an SM, not when the compiler spilled: a "
+                    "spilling tile (255 registers, its accumulator partly in local memory) gets a time, and where "
+                    "its bytes are the fewest it is chosen.",
+        replacements=((_SPILLS, ""),),
+        variants=(
+            ((_SPILLS, _SPILLS.replace('compiled["spills"]',  # the compiler never reports more than 255: it spills
+                                       'compiled["registers"] > H100_LIMITS["registers_per_thread"]')),),
+            ((_SPILLS, _SPILLS.replace('compiled["spills"]', 'compiled["spills"] > 2048')),),  # "a few bytes"
+        ),
+        expected_failures={"14.9": (ANSWER, LAUNCH[0], LAUNCH[1])},
     ),
 )

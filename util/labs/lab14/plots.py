@@ -126,3 +126,38 @@ def plot_occupancy(occupancy, shared: int, warps: Sequence[int] = (4, 8), ax=Non
     ax.grid(True, alpha=0.2)
     ax.legend(fontsize=8)
     return ax
+
+
+def plot_launch(candidates, times: Sequence, occupancy, ax=None):
+    """Task 14.9: each candidate's predicted time (``times``, seconds, ``None`` when excluded) as a bar, labelled
+    with the warps an SM holds (``occupancy(registers, shared, num_warps)``, task 14.7); excluded candidates marked
+    where their bar would be, with the reason (spills, or no block fits an SM); the chosen one (the first of the
+    fastest) in another colour.
+    Returns the ``Axes``."""
+    import matplotlib.pyplot as plt
+
+    from util.labs.lab14.compiled import config_name
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 4))
+    allowed = [t for t in times if t is not None]
+    chosen = times.index(min(allowed)) if allowed else None  # the first of the fastest, as the chooser picks
+    top = max(allowed) * 1e6 if allowed else 1.0
+    for index, (row, seconds) in enumerate(zip(candidates, times)):
+        figures = row["compiled"]
+        warps = occupancy(figures["registers"], figures["shared"], row["config"]["num_warps"])["warps"]
+        if seconds is None:
+            why = f"spills {figures['spills']:,} B" if figures["spills"] else "fits no SM"
+            ax.bar(index, top, color="none", edgecolor="tab:red", hatch="//", linewidth=0.8)
+            ax.text(index, top * 0.5, f"excluded:\n{why}", ha="center", va="center", fontsize=7, color="tab:red",
+                    rotation=90)
+            continue
+        ax.bar(index, seconds * 1e6, color="tab:green" if index == chosen else "tab:blue")
+        ax.text(index, seconds * 1e6, f"{warps} warps", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(candidates)))
+    ax.set_xticklabels([config_name(row["config"]).replace(" fp16", "").replace(", ", "\n") for row in candidates],
+                       fontsize=6)
+    ax.set(ylabel="predicted time (us)", title="Predicted time of each candidate, with the warps an SM holds "
+           "(hatched: excluded)")
+    ax.grid(True, axis="y", alpha=0.2)
+    return ax

@@ -261,6 +261,80 @@ def _warps_are_blocks(answer: Any) -> str | None:
     return None
 
 
+
+def _row(block, stages: int, warps: int, registers: int, spills: int, shared: int) -> dict:
+    return {"config": {"block": list(block), "dtype": "fp16", "num_stages": stages, "num_warps": warps},
+            "compiled": {"registers": registers, "spills": spills, "shared": shared}}
+
+
+HAND_LAUNCH = (
+    (_row((128, 128, 64), 3, 8, 107, 0, 98304), 2_181_038_080 / 3.35e12),
+    (_row((128, 256, 32), 3, 8, 172, 0, 73728), 1_644_167_168 / 3.35e12 * 2),
+    (_row((64, 64, 32), 3, 4, 64, 0, 24576), 4_328_521_728 / 3.35e12),
+    (_row((128, 256, 64), 2, 4, 255, 1844, 98304), None),
+    (_row((128, 128, 64), 4, 8, 96, 0, 240 * 1024), None),
+)
+"""``launch_seconds(4096, 4096, 4096, config, compiled, H100_FP16)`` worked out by hand in the notebook (task
+14.9): 16 warps (full throughput), 8 warps (half), 32 warps, a candidate that spills, one over 227 KiB."""
+
+
+def _hand_launch(fn) -> str | None:
+    from util.labs.lab14.machines import H100_FP16
+
+    seconds = (getattr(inspect.unwrap(fn), "__globals__", {}) or {}).get("launch_seconds")  # check() wraps fn
+    if not callable(seconds):
+        return "the notebook defines no launch_seconds() next to choose_launch(); keep the names the notebook gives"
+    for row, expected in HAND_LAUNCH:
+        found = seconds(4096, 4096, 4096, dict(row["config"]), dict(row["compiled"]), dict(H100_FP16))
+        what = f"launch_seconds(4096, 4096, 4096, {row['config']}, {row['compiled']}, H100_FP16)"
+        if expected is None:
+            if found is not None:
+                return f"{what} is {found!r}; a candidate that spills or fits no SM is excluded: None"
+        elif found is None or not isinstance(found, (int, float)) or not math.isclose(found, expected, rel_tol=1e-9):
+            return f"{what} is {found!r}; the notebook works it out as {expected:.6g} s"
+    return None
+
+
+def _chooser_rules(fn) -> str | None:
+    """Ties go to the first candidate, the excluded are None and never chosen, the answer is the chosen row's."""
+    from util.labs.lab14.machines import H100_FP16
+
+    rows = [_row((128, 128, 64), 4, 8, 105, 0, 131072), _row((256, 256, 32), 3, 8, 255, 1732, 98304),
+            _row((128, 128, 64), 2, 8, 108, 0, 65536), _row((128, 128, 64), 1, 8, 124, 0, 32768)]
+    found = fn(4096, 4096, 4096, [dict(r) for r in rows], dict(H100_FP16))
+    problem = has_keys(found, ["config", "seconds", "times"], "choose_launch(...)")
+    if problem:
+        return problem
+    times = found["times"]
+    if not isinstance(times, (list, tuple)) or len(times) != 4:
+        return "times must hold one entry per candidate, in order"
+    if times[1] is not None:
+        return "the 256 x 256 x 32 candidate spills 1,732 bytes: its time must be None and it is never chosen"
+    if found["config"] != rows[2]["config"]:
+        return (f"chose {found['config']}; the 2-stage and 1-stage 128 x 128 x 64 tie (16 warps each, the same "
+                "bytes), and a tie goes to the candidate listed first")
+    if found["seconds"] != times[2]:
+        return "seconds must be the chosen candidate's entry of times"
+    return None
+
+
+def _launch_answer(answer: Any) -> str | None:
+    from util.labs.lab14.choice import PUBLIC_CANDIDATES
+
+    problem = has_keys(answer, ["config", "seconds", "times"])
+    if problem:
+        return problem
+    if len(answer["times"]) != len(PUBLIC_CANDIDATES):
+        return f"times has {len(answer['times'])} entries; the notebook has {len(PUBLIC_CANDIDATES)} candidates"
+    spilling = [i for i, c in enumerate(PUBLIC_CANDIDATES) if c["block"][1] == 256 and c["block"][2] == 64]
+    if any(answer["times"][i] is not None for i in spilling):
+        return "the two candidates that spill (128 x 256 x 64 at 4 warps, 256 x 256 x 64) must be None"
+    allowed = [t for t in answer["times"] if t is not None]
+    if not allowed or answer["seconds"] != min(allowed):
+        return "seconds must be the least of the candidates' times"
+    return None
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "14.1": (
         Check("attention_costs(4, 2, 1, 2, False) as counted by hand in the notebook",
@@ -358,5 +432,15 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("the answer: dQ, dK, dV stored once at N = 256 (98,304 bytes), correct, less traffic when causal "
               "once N holds more than one block",
               _backward_answer, "the causal backward skips the blocks above the diagonal in both kinds of program"),
+    ),
+    "14.9": (
+        Check("launch_seconds of the five candidates worked out by hand in the notebook", _hand_launch,
+              "bytes: 2 (M K cdiv(N, BN) + K N cdiv(M, BM) + M N); seconds: the roofline's max(FLOPs / flops, bytes / "
+              "bandwidth) x 16 / min(16, warps); None when the compiler spilled or no block fits an SM",
+              calls_function=True),
+        Check("choose_launch: an excluded candidate is None and never chosen, a tie goes to the first listed",
+              _chooser_rules, "compare with <, not <=, walking the candidates in order", calls_function=True),
+        Check("the answer: the spilling candidates excluded, seconds the least time", _launch_answer,
+              "exclude on the compiler's spills, not on its registers: a tile that spills reports 255"),
     ),
 }

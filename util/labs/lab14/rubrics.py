@@ -33,4 +33,18 @@ RUBRICS = {
                   "compiled kernel may use another tile or spill registers is fine but does not replace the cache"),
     ), notes="Counting is a property of the code; timing is a property of the machine. The roofline model is a "
              "bound under its assumptions, and a cache breaks the assumption that every byte comes from HBM."),
+    "14.Q3": Rubric(items=(
+        Item("A", 1, "The tile needs more registers than a thread has: a 128 x 256 float32 accumulator over the "
+             "128 threads of 4 warps is 256 registers a thread alone (255 the limit), so the compiler spills to "
+             "local memory, traffic through the caches and HBM that the roofline never counted; and at 255 "
+             "registers an SM holds only 8 of its 64 warps, too few to hide the latency of memory",
+             note="both effects, each with the reason: registers -> spills (uncounted traffic) and registers -> "
+                  "low occupancy (latency not hidden); '4x' need not be derived exactly"),
+        Item("B", 1, "What the model of 14.9 captures: the occupancy (throughput scaled by warps / 16, so 8 warps "
+             "halve it) and spilling only as exclusion; it does not price the spilled traffic or the latency "
+             "itself, so it cannot say 4x",
+             note="accept any honest account of a limit of the model (no cost of spills, a linear occupancy rule, "
+                  "no cache, no wave quantisation) beside what it sees"),
+    ), notes="Registers decide both spills and occupancy; bytes alone cannot see either. The model's occupancy "
+             "factor explains part of the gap, and its exclusion of spilling tiles is a rule, not a price."),
 }

@@ -8,7 +8,9 @@ stated GPU from the counts (14.6); since release 4, they predict what an H100's 
 its shared memory from the tile, the element type and ``num_stages``, and how many blocks and warps an SM holds
 from the registers and shared memory the compiler gave it (:mod:`util.labs.lab14.compiled`); since release 5, they
 write FlashAttention-2's backward as a Triton kernel (14.8): dQ, dK and dV recomputing P from the forward's
-log-sum-exp, its traffic counted as the forward's is.
+log-sum-exp, its traffic counted as the forward's is; since release 6, they choose the tile kernel's launch
+configuration (14.9): the fastest by 14.6's roofline with its throughput scaled by 14.7's occupancy, among the
+candidates the compiler built without spilling and that fit an SM (:mod:`util.labs.lab14.choice`).
 
 How the grader decides, for each task (the judges are grader-only; what they do is said here):
 
@@ -18,6 +20,10 @@ How the grader decides, for each task (the judges are grader-only; what they do 
   configuration alone), its answer compared exactly with the compiler's own figure (the solution's prediction is
   it); ``occupancy`` called on the registers and shared memory the grader's compile of each configuration gave,
   compiled when it wrote its references (the student's figures are never used), compared exactly.
+* 14.9: ``choose_launch`` called on products and candidate lists the notebook never shows, each candidate with
+  the registers, spills and shared memory the grader's own compile of it gave (compiled when it wrote its
+  references); the chosen configuration compared exactly, every candidate's predicted time (or ``None``, excluded)
+  within ``rtol=1e-9``.
 * 14.2: ``FlashAttention`` is saved (pickled by value) and run again by the grader, forward and backward, in a
   process of its own that may start no process, write no file and give back nothing it has mapped; the grader
   reads that process's peak resident memory from outside, and it may rise at most 12 MiB above what the process
@@ -55,7 +61,11 @@ TILE = ("shared", "blocks", "warps", "limited_by")
 RESOURCES = ("registers", "shared", "threads", "blocks")
 """What may limit the blocks an SM holds (task 14.7's ``limited_by``)."""
 PREDICTED = Tolerance(rtol=1e-9)
-"""14.6: a predicted time is a quotient of exact integers; only the last bits of a float may differ."""
+"""14.6 and 14.9: a predicted time is a quotient of exact integers; only the last bits of a float may differ."""
+LAUNCH = ("config", "seconds", "times")
+"""The keys of ``choose_launch``'s answer (task 14.9)."""
+CONFIG = ("block", "dtype", "num_stages", "num_warps")
+"""The keys of a launch configuration (tasks 14.7 and 14.9)."""
 
 
 def _int_dict(found: Any, keys: tuple[str, ...], what: str) -> dict:
@@ -188,6 +198,46 @@ def _tile(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return tile_occupancy(fn(int(spec["registers"]), int(spec["shared"]), int(spec["num_warps"])))
 
 
+def launch_choice(found: Any, count: int) -> dict:
+    """What a task 14.9 case (and the answer) records of ``choose_launch``'s answer over ``count`` candidates:
+    ``{"config": {...}, "seconds": float, "times": [float or None]}``, checked for its types."""
+    if not isinstance(found, Mapping) or sorted(found) != sorted(LAUNCH):
+        raise ValueError(f"choose_launch must return a dict with keys {', '.join(LAUNCH)}; it returned "
+                         f"{sorted(found) if isinstance(found, Mapping) else type(found).__name__}")
+    config = found["config"]
+    if not isinstance(config, Mapping) or sorted(config) != sorted(CONFIG):
+        raise ValueError(f"config must be the chosen candidate's configuration, a dict with keys {', '.join(CONFIG)}")
+    times = found["times"]
+    if not isinstance(times, (list, tuple)) or len(times) != count:
+        raise ValueError(f"times must be a list of {count} predicted times, one per candidate, in order")
+
+    def seconds(value: Any, what: str) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"{what} is a {type(value).__name__}; a predicted time is a float (or None: excluded)")
+        return float(value)
+
+    return {"config": {"block": [_whole(b, "a block size") for b in config["block"]], "dtype": str(config["dtype"]),
+                       "num_stages": _whole(config["num_stages"], "num_stages"),
+                       "num_warps": _whole(config["num_warps"], "num_warps")},
+            "seconds": seconds(found["seconds"], "seconds"),
+            "times": [seconds(t, f"times[{i}]") for i, t in enumerate(times)]}
+
+
+def _launch(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """``choose_launch`` called on the case's product, machine and candidates (each with the grader's compiler
+    figures; copies, so nothing the function does to them reaches another call)."""
+    import copy
+
+    rows = spec["candidates"]
+    if any(row["compiled"] is None for row in rows):
+        raise RuntimeError("the grader has no compiler figures for a candidate of this case (a course error: "
+                           "`python -m util.labs.lab14.choice --write`)")
+    found = fn(int(spec["m"]), int(spec["n"]), int(spec["k"]), copy.deepcopy(list(rows)), dict(spec["machine"]))
+    return launch_choice(found, len(rows))
+
+
 def _parameters() -> dict[str, tuple[str, ...]]:
     from util.labs.lab14.launch import (
         FLASH_BACKWARD_PARAMETERS,
@@ -215,13 +265,22 @@ WRITTEN = {
                      "product faster than your prediction?",
                      2, words=(20, 150), since=2),),
 }
+WRITTEN["14.9"] = (
+    Written("14.Q3", "On a real H100, task 14.6's planned tile for the 4096 x 4096 x 4096 product (128 x 256 x 16 "
+            "in float32, 4 warps a program) measured 3,907 us where its roofline predicted 982 us: 4 times slower, "
+            "while 128 x 128 x 32 came within 1.3 times of its prediction. Using what the compiler makes of a tile "
+            "(registers a thread, spills, occupancy), explain why the large tile fell so far short of its "
+            "prediction though it moves the fewest bytes, and what your model of task 14.9 does and does not "
+            "capture of it.",
+            2, words=(30, 200), since=6),
+)
 """The lab's questions answered in words, marked by hand against ``rubrics.py`` (release 2): their
 points came out of their task's exported answer."""
 
 
 TASKS = (
     Task(
-        id="14.1", title="Attention's bytes and FLOPs", answer_points=4,
+        id="14.1", title="Attention's bytes and FLOPs", answer_points=2,
         answer="attention_costs(1024, 64, 12, 64, True): {'scores_bytes', 'naive_bytes', 'flash_bytes', "
                "'naive_flops', 'flash_flops'} (ints)",
         keys=COSTS, function="attention_costs", run_case=_costs, checks=CHECKS["14.1"], hidden_points=4,
@@ -232,7 +291,7 @@ TASKS = (
                "notebook's causal example",
         keys=("o_error", "dq_error", "dk_error", "dv_error"), tolerance=TILED,
         function="FlashAttention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
-        checks=CHECKS["14.2"], hidden_points=8, judged=("function", "memory"),
+        checks=CHECKS["14.2"], hidden_points=4, judged=("function", "memory"),
     ),
     Task(
         id="14.3", title="A Triton tiled matmul", answer_points=2,
@@ -265,7 +324,7 @@ TASKS = (
         answer="plan_matmul(4096, 4096, 4096, H100): {'block': [BLOCK_M, BLOCK_N, BLOCK_K], 'bytes': int, "
                "'flops': int, 'seconds': float, 'bound': 'memory' or 'compute'}",
         keys=PLAN, tolerance=PREDICTED, function="plan_matmul", run_case=_plan, checks=CHECKS["14.6"],
-        hidden_points=8,
+        hidden_points=4,
     ),
     Task(
         id="14.7", title="What the compiler makes of a tile", answer_points=2, since=4,
@@ -284,8 +343,15 @@ TASKS = (
         grader_check=f"{JUDGE}:check_backward", checks=CHECKS["14.8"], hidden_points=8,
         judged=("function", "kernel"),
     ),
+    Task(
+        id="14.9", title="Choosing a launch configuration", answer_points=2, since=6, written=WRITTEN["14.9"],
+        answer="choose_launch(4096, 4096, 4096, the public candidates, H100_FP16): {'config': the chosen "
+               "configuration, 'seconds': its predicted time, 'times': [each candidate's, or None]}",
+        keys=LAUNCH, tolerance=PREDICTED, function="choose_launch", run_case=_launch, checks=CHECKS["14.9"],
+        hidden_points=6,
+    ),
 )
-"""The tasks of the current release (5), in notebook order."""
+"""The tasks of the current release (6), in notebook order."""
 
 BEFORE_4 = {"14.1": (4, 8), "14.2": (4, 16), "14.6": (2, 12)}
 """Task id -> (answer points, hidden points) as releases 1 to 3 declared them: release 4's task 14.7 took its
@@ -294,6 +360,10 @@ points from these tasks, each hidden case keeping its share (``Lab.with_cases``)
 BEFORE_5 = {"14.2": (4, 12), "14.3": (4, 14), "14.4": (3, 9)}
 """Task id -> (answer points, hidden points) as releases 1 to 4 declared them: release 5's task 14.8 took its
 points from these tasks, each hidden case keeping its share."""
+
+BEFORE_6 = {"14.1": (4, 4), "14.2": (4, 8), "14.6": (2, 8)}
+"""Task id -> (answer points, hidden points) as releases 1 to 5 declared them: release 6's task 14.9 took its
+points from these tasks (2, 4 and 4), each hidden case keeping its share."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -335,6 +405,15 @@ LAB = Lab(
                 marker="the key-block programs come first",
                 previous=tuple(replace(task, answer_points=BEFORE_5[task.id][0], hidden_points=BEFORE_5[task.id][1])
                                for task in TASKS if task.id in BEFORE_5)),
+        Release(6, "2026-12-02", "A new task: 14.9, choosing a launch configuration: the tile kernel's configuration "
+                "(tile, warps, stages) that task 14.6's roofline, its throughput scaled by task 14.7's occupancy, "
+                "predicts fastest among candidates the compiler built without spilling and that fit an SM, on "
+                "compiler figures the course compiled, with a written question (Q3) on why a large tile ran 4 times "
+                "slower than predicted. Its 10 points come from tasks 14.1 (2), 14.2 (4) and 14.6 (4); a notebook "
+                "of an earlier release is graded as it was.",
+                marker="the throughput an SM reaches scales with the warps it holds",
+                previous=tuple(replace(task, answer_points=BEFORE_6[task.id][0], hidden_points=BEFORE_6[task.id][1])
+                               for task in TASKS if task.id in BEFORE_6)),
     ),
     tasks=TASKS,
 )
