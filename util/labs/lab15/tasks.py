@@ -16,7 +16,8 @@ prompts it draws from the grading secret, since release 5). Nothing is
 timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model). The prefix
 cache's record is checked as the allocator's (memory simulated, each slot a token in its context) against the
 grader's own cache; speculative sampling runs in a student process on uniform draws the judge draws from the
-grading secret and serves, its tokens exactly the judge's own run's and their distribution tested (chi-square);
+grading secret and serves, on models it draws from the same secret (since release 6), its tokens exactly the
+judge's own run's and their distribution tested (chi-square);
 the chunked-prefill scheduler runs in a student process on traces the judge draws from the grading secret, every
 iteration compared with the judge's own run of the stated policy.
 """
@@ -265,7 +266,7 @@ TASKS = (
         hidden_points=6,
     ),
 )
-"""The tasks of the current release (5), in notebook order."""
+"""The tasks of the current release (6), in notebook order."""
 
 BEFORE_3 = {"15.1": (3, 12), "15.3": (4, 16), "15.4": (3, 12), "15.5": (4, 16), "15.6": (1, 16)}
 """Task id -> (answer points, hidden points) as releases 1 and 2 declared them: release 3's tasks 15.7 and 15.8 took
@@ -313,6 +314,10 @@ LAB = Lab(
                 "grading from a secret of its own, kept only with clear argmax margins; what it checks and is worth "
                 "is unchanged.",
                 marker="The runs' models and prompts are drawn by the grader at every grading"),
+        Release(6, "2026-12-02", "Task 15.8's hidden cases run on models and prompts the grader draws at every "
+                "grading from its secret, the distribution case's over 1,000 runs (not 400) and only where its test "
+                "tells the residual from p; what they check and are worth is unchanged.",
+                marker="distribution case keeps a draw only where its 1,000 runs would tell"),
     ),
     tasks=TASKS,
 )
