@@ -788,3 +788,135 @@ def _chunk_which(key: str, found: Any, wanted: list) -> str:
     if sorted(map(str, ids)) == sorted(map(str, wanted_ids)):
         return "chunks to the same requests in another order"
     return f"chunks to other requests ({len(found)} chunks where the policy gives {len(wanted)})"
+
+
+# ---------------------------------------------------------------- 15.10: preemption by swapping
+
+_SWAP_POLICY = {
+    "preempt": "a victim (the newest running request, when a decode finds no free block) is recomputed only when "
+               "swapping it is not cheaper, 2 x its blocks x swap_ns_per_block >= view.recompute_ns(victim), or the "
+               "free CPU blocks cannot hold its blocks",
+    "swap_out": "a victim is swapped out when moving its blocks out and back in costs less than recomputing it, "
+                "config.swap_ns(blocks) < view.recompute_ns(victim), and the free CPU blocks (less those of the "
+                "victims swapped out before it in this iteration) hold its blocks",
+    "swap_in": "in an iteration that preempts nobody, the swapped requests come back oldest swapped out first, "
+               "while the running limit and the free GPU blocks allow, stopping at the first that does not fit",
+    "decode": "every running request decodes, oldest first, taking a block when its last one is full; when none is "
+              "free, the newest running request is preempted (swapped out or recomputed), possibly the one asking",
+    "admit": "waiting requests are admitted (as in 15.5) only in an iteration that preempts nobody and leaves no "
+             "request swapped out",
+}
+SWAP_KEYS = ("preempt", "swap_out", "swap_in", "decode", "admit")
+
+
+def swap_traces(spec: Mapping[str, Any]) -> list[tuple[Any, list]]:
+    """The ``(config, requests)`` traces of a task-15.10 case: its own ``requests``, or ``traces`` Poisson streams of
+    its ranges whose seeds are drawn from the grading secret (:mod:`util.judging.secret`), never from the spec
+    alone, so no trace can be known before grading."""
+    from util.judging import secret
+    from util.labs.lab15.swapping import swap_config_from, swap_requests
+
+    config = swap_config_from(spec)
+    if "requests" in spec:
+        return [(config, swap_requests(0, spec))]
+    key = json.dumps(dict(spec), sort_keys=True)
+    return [(config, swap_requests(secret.seed("lab15", "15.10 trace", key, number), spec))
+            for number in range(int(spec["traces"]))]
+
+
+def replayed_problems(iterations: list, requests: list, config) -> list[str]:
+    """The memory simulated by the judge: a record's decisions carried out again, in order, by the course's engine
+    here (:func:`~util.labs.lab15.swapping.simulate_swapping`), which refuses a GPU or CPU pool over capacity, a
+    block read (decoded) while swapped out, an id in the wrong place, the budget or the running limit exceeded;
+    ``[]`` when every recorded decision is feasible."""
+    from util.labs.lab15.swapping import SwapDecision, simulate_swapping
+
+    script = list(iterations)
+    position = [0]
+
+    def scripted(view):
+        if position[0] < len(script) and isinstance(script[position[0]], dict) \
+                and script[position[0]].get("start") == view.now:
+            step = script[position[0]]
+            position[0] += 1
+            return SwapDecision(*(tuple(step.get(key, ())) for key in SWAP_KEYS))
+        return SwapDecision()
+
+    try:
+        simulate_swapping(scripted, requests, config, max_iterations=len(script) + 1)
+    except (ValueError, TypeError) as exc:
+        return [f"iteration {max(position[0] - 1, 0)} of the record cannot be carried out: {str(exc)[:300]}"]
+    return []
+
+
+def check_swapping(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.10: the student's ``schedule_swapping`` run again in a student process
+    (:mod:`util.labs.lab15.swap_harness`) on traces the judge draws from the grading secret (:func:`swap_traces`);
+    each record's decisions are carried out again by the judge's engine (:func:`replayed_problems`: no pool over
+    capacity, no block read while swapped out) and every iteration (start, length, the requests recomputed,
+    swapped out, swapped in, decoded and admitted, the blocks moved) must equal the judge's own run of the stated
+    policy (:func:`~util.labs.lab15.judge_reference.reference_swapping`)."""
+    from util.artifacts import read_saved_arrays
+    from util.labs.lab15.judge_reference import reference_swapping
+    from util.labs.lab15.swapping import simulate_swapping
+    from util.student_process import ChannelError, StudentProcess
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    traces = swap_traces(spec)
+    try:
+        with StudentProcess.start("util.labs.lab15.swap_harness:serve", max_data=CHUNK_RECORD,
+                                  seconds=START_SECONDS + CHUNK_SECONDS * len(traces)) as student:
+            student.send({"function": True}, data=arrays["function"].tobytes())
+            for number, (config, requests) in enumerate(traces):
+                expected = simulate_swapping(reference_swapping, requests, config)
+                if expected.deadlock is not None:  # pragma: no cover - the lab's tests screen the cases
+                    raise AssertionError(f"the grader's own swapping schedule deadlocks: {expected.deadlock}")
+                student.send({"limits": [config.num_blocks, config.cpu_blocks, config.block_size, config.max_tokens,
+                                         config.max_running, config.swap_ns_per_block],
+                              "arrivals": [[r.id, r.arrival, r.prompt, r.output] for r in requests]})
+                reply, body = student.receive(timeout=START_SECONDS + CHUNK_SECONDS)
+                found = _swap_problems(reply, body, expected.iterations, requests, config)
+                if found:
+                    where = f"trace {number + 1} of {len(traces)} ({len(requests)} requests): " if len(traces) > 1 else ""
+                    return [where + problem for problem in found][:LIMIT]
+    except ChannelError as exc:
+        return [f"the grader could not run schedule_swapping again ({exc})"]
+    return []
+
+
+def _swap_problems(reply: Mapping[str, Any], body: bytes, expected: list[dict], requests: list, config) -> list[str]:
+    if "record" not in reply:
+        return [f"run again by the grader on a trace of its own, the engine raised {str(reply.get('raised'))[:300]}"]
+    saved = _json(body)
+    if not isinstance(saved, dict) or not isinstance(saved.get("iterations"), list):
+        return [UNREADABLE]
+    found = saved["iterations"]
+    deadlock = saved.get("deadlock")
+    for index, wanted in enumerate(expected):
+        if index >= len(found):
+            return [f"the run stopped after {len(found)} iterations"
+                    + (f" ({deadlock[:200]})" if isinstance(deadlock, str) else "")
+                    + "; the stated policy runs every request to the end"]
+        got = found[index]
+        if got == wanted:
+            continue
+        if not isinstance(got, dict) or set(got) != set(wanted):
+            return [UNREADABLE]
+        replayed = replayed_problems(found[:index + 1], requests, config)
+        if replayed:
+            return replayed
+        where = f"iteration {index} (at {wanted['start']:,} ns)"
+        if got["start"] != wanted["start"]:
+            return [f"{where} starts at another time than under the stated policy: an earlier iteration moved other "
+                    "blocks or had another batch"]
+        for key, verb in (("swap_out", "swapped out"), ("preempt", "recomputed"), ("swap_in", "swapped in"),
+                          ("decode", "decoded"), ("admit", "admitted")):
+            if got[key] != wanted[key]:
+                return [f"{where}: your scheduler {verb} {_which(got[key], wanted[key])} than the stated policy: "
+                        + _SWAP_POLICY[key]]
+        return [f"{where} took another time or moved other blocks than under the stated policy"]
+    if len(found) > len(expected):
+        return [f"the run has {len(found)} iterations; the stated policy finishes every request in fewer"]
+    return []
