@@ -151,12 +151,13 @@ def test_malformed_calls_and_exceptions_are_reported():
 # ---------------------------------------------------------------- release 5: the case's models from the secret
 
 def test_release_5_changes_how_15_6_draws_its_models_and_no_points():
-    """Release 5 adds no task and moves no point: as of release 4 every task and case is worth what it is now."""
-    assert LAB.release >= 5 and LAB.tasks_since(4) == ()
-    before = LAB.as_of(4)
+    """Release 5 adds no task and moves no point: as of release 4 every task and case is worth what it is as of
+    release 5 (release 7 moved 15.4's and 15.6's points to 15.10)."""
+    assert LAB.release >= 5 and LAB.tasks_since(4) == ("15.10",)   # release 7
+    before, after = LAB.as_of(4), LAB.as_of(5)
     assert [(t.id, t.max_points, [c.points for c in t.cases]) for t in before.tasks] == \
-        [(t.id, t.max_points, [c.points for c in t.cases]) for t in LAB.tasks]
-    assert [c.id for c in before.task("15.6").cases] == [c.id for c in LAB.task("15.6").cases]
+        [(t.id, t.max_points, [c.points for c in t.cases]) for t in after.tasks]
+    assert [c.id for c in before.task("15.6").cases] == [c.id for c in after.task("15.6").cases]
 
 
 def test_a_release_4_notebook_is_told_what_release_5_changed():
