@@ -62,10 +62,11 @@ def _spec(task_id: str, index: int) -> dict:
 
 def test_declaration_adds_up_and_names_real_checks():
     assert LAB.max_points == 100
-    assert [t.max_points for t in LAB.tasks] == [11, 10, 11, 11, 11, 16, 11, 11, 8]
+    assert [t.max_points for t in LAB.tasks] == [11, 10, 11, 7, 11, 12, 11, 11, 8, 8]   # 15.10: release 7
+    assert [t.max_points for t in LAB.as_of(6).tasks] == [11, 10, 11, 11, 11, 16, 11, 11, 8]
     assert [t.max_points for t in LAB.as_of(3).tasks] == [11, 10, 15, 11, 15, 16, 11, 11]
     files = [case_file(with_files(LAB, c.spec)) for t in LAB.tasks if t.grader_check for c in t.cases]
-    assert len(files) == len(set(files)) == 21   # 15.9 adds 3
+    assert len(files) == len(set(files)) == 24   # 15.9 adds 3, 15.10 3
     for task in LAB.tasks:
         if task.grader_check:
             assert callable(artifacts.check_function(task))

@@ -38,6 +38,7 @@ from util.labs.lab15.speculative import CountingTarget, Uniforms, sample, unifor
 LAB = get_lab("lab15")
 RELEASED = Path(__file__).resolve().parents[1] / "released" / "lab15_release2" / "lab15_serving.ipynb"
 RELEASED_4 = Path(__file__).resolve().parents[1] / "released" / "lab15_release4" / "lab15_serving.ipynb"
+RELEASED_5 = Path(__file__).resolve().parents[1] / "released" / "lab15_release5" / "lab15_serving.ipynb"
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,8 @@ def _counts(steps):
 # ---------------------------------------------------------------- the release
 
 def test_release_3_adds_two_tasks_whose_points_came_from_five_others():
-    assert LAB.as_of(3).release == 3 and LAB.tasks_since(2) == ("15.7", "15.8", "15.9")
-    assert LAB.tasks_since(3) == ("15.9",)   # release 4 (tests/labs/test_lab15_chunked.py)
+    assert LAB.as_of(3).release == 3 and LAB.tasks_since(2) == ("15.7", "15.8", "15.9", "15.10")
+    assert LAB.tasks_since(3) == ("15.9", "15.10")   # releases 4 and 7 (test_lab15_chunked.py, _swapping.py)
     for release in (1, 2):
         old = LAB.as_of(release)
         assert [t.id for t in old.tasks] == ["15.1", "15.2", "15.3", "15.4", "15.5", "15.6"]
@@ -70,7 +71,7 @@ def test_the_note_of_a_release_2_notebook_says_the_new_tasks_were_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 2 and "Release 3 (2026-12-02): Two new tasks" in note
-    assert "the tasks added since (15.7, 15.8 and 15.9) were not part of your handout and are not graded" in note
+    assert "the tasks added since (15.7, 15.8, 15.9 and 15.10) were not part of your handout and are not graded" in note
 
 
 def test_a_declaration_must_keep_every_releases_total():
@@ -101,6 +102,17 @@ def test_the_frozen_release_4_notebook_keeps_its_marks(tmp_path):
     failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
     assert failing == [] and result.release == 4 and len(result.tasks) == 9
     assert result.score == LAB.as_of(4).auto_points == 94  # and the 6 written points, marked by hand
+
+
+@pytest.mark.slow
+@pytest.mark.notebook
+def test_the_frozen_release_5_notebook_keeps_its_marks(tmp_path):
+    """Release 5's solution notebook as it was (release 6 drew 15.8's models from the secret): full marks as release
+    5 (under -m slow: the release-4 notebook above already grades an earlier release on every run)."""
+    result = grade_submission(RELEASED_5, LAB, tmp_path)
+    failing = [(t.task_id, c.name, c.message) for t in result.tasks for c in t.checks if c.status != "passed"]
+    assert failing == [] and result.release == 5 and len(result.tasks) == 9
+    assert result.score == LAB.as_of(5).auto_points == 94  # and the 6 written points, marked by hand
 
 
 # ---------------------------------------------------------------- 15.7: the prefix cache
@@ -224,26 +236,97 @@ def test_sample_is_the_inverse_cumulative_distribution():
 
 
 def test_the_solution_is_the_reference_on_the_same_draws(solution):
-    for run in LAB.task("15.8").cases[0].spec["runs"]:
-        cfg, target, draft, prompt = judge._models(run)
-        values = np.random.default_rng(7).random(400).tolist()
-        expected = speculative_sampling(target, draft, prompt, run["n"], run["k"], Uniforms(values))
-        counted, draws = CountingTarget(target), Uniforms(values)
-        tokens = solution["speculative_sample"](counted, draft, torch.tensor([prompt]), run["n"], run["k"], draws)
-        assert tokens[0].tolist() == expected["tokens"] and draws.used == expected["used"]
-        assert counted.inputs == expected["calls"] and 0 < expected["accepted"] < run["n"]
+    secret.install(b"\x07" * 32)
+    try:
+        for number, run in enumerate(LAB.task("15.8").cases[0].spec["runs"]):
+            cfg, target, draft, prompt = judge.sampling_models(run, "run", number)
+            values = np.random.default_rng(7).random(400).tolist()
+            expected = speculative_sampling(target, draft, prompt, run["n"], run["k"], Uniforms(values))
+            counted, draws = CountingTarget(target), Uniforms(values)
+            tokens = solution["speculative_sample"](counted, draft, torch.tensor([prompt]), run["n"], run["k"], draws)
+            assert tokens[0].tolist() == expected["tokens"] and draws.used == expected["used"]
+            assert counted.inputs == expected["calls"] and 0 < expected["accepted"] < run["n"]
+    finally:
+        secret.renew()
 
 
-def test_the_distribution_is_exact_and_the_residual_mistake_is_far_beyond_the_threshold():
-    run = LAB.task("15.8").cases[1].spec["distribution"]
-    cfg, target, draft, prompt = judge._models(run)
-    [p] = judge._exact_marginals(target, prompt, 1)
+def test_the_cases_name_no_seed_and_a_fresh_secret_draws_other_models():
+    """Release 6: 15.8's cases give shapes, noise and lengths only; under two secrets the judge draws other weights
+    and another prompt for both cases, and under one secret the same (its reference and the student's run see one
+    setting)."""
+    exact, distribution = (dict(c.spec) for c in LAB.task("15.8").cases)
+    assert all(not {"seed", "draft_seed"} & set(run) for run in exact["runs"] + [distribution["distribution"]])
+    torch.set_num_threads(1)
+    drawn = []
+    for value in (b"\x01" * 32, b"\x02" * 32, b"\x01" * 32):
+        secret.install(value)
+        drawn.append((judge.sampling_models(exact["runs"][0], "run", 0), judge.distribution_setting(distribution)))
+    secret.renew()
+    (first, first_d), (second, second_d), (again, again_d) = drawn
+    assert first[3] != second[3] and len(first[3]) == exact["runs"][0]["prompt"] == 8
+    assert not torch.equal(first[1].head.weight, second[1].head.weight)
+    assert not torch.equal(first_d[1].head.weight, second_d[1].head.weight)
+    assert torch.equal(first[1].head.weight, again[1].head.weight) and first[3] == again[3]
+    assert torch.equal(first[2].head.weight, again[2].head.weight)
+    assert torch.equal(first_d[1].head.weight, again_d[1].head.weight) and (first_d[4] == again_d[4]).all()
+    assert not torch.equal(first[2].head.weight, first[1].head.weight)       # the draft: the target with noise
+    other = judge.sampling_models(exact["runs"][0], "run", 1)                # another run, other models
+    assert not torch.equal(other[1].head.weight, first[1].head.weight)
+
+
+def _first_token_power(setting, samples):
+    cfg, target, draft, prompt, truth = setting
     with torch.no_grad():
-        q = torch.softmax(draft(torch.tensor([prompt]))[0, -1], -1).numpy()
+        q = torch.softmax(draft(torch.tensor([prompt]))[0, -1].double(), -1).numpy()
+    return truth[0], q, judge.residual_power(truth[0], q, samples)
+
+
+@pytest.mark.parametrize("value", [bytes([i]) * 32 for i in (3, 4, 5)])
+def test_every_kept_distribution_draw_tells_the_residual_from_p(value):
+    """What the screen keeps, on three secrets: the exact distribution sums to one and equals the target's softmax
+    (n = 1), and the chi-square the residual mistake expects over the case's runs is far beyond the threshold (a
+    chance below 1e-6 of missing it)."""
+    spec = dict(LAB.task("15.8").cases[1].spec)
+    torch.set_num_threads(1)
+    secret.install(value)
+    try:
+        setting = judge.distribution_setting(spec)
+    finally:
+        secret.renew()
+    p, q, (noncentrality, miss) = _first_token_power(setting, spec["samples"])
+    with torch.no_grad():
+        softmax = torch.softmax(setting[1](torch.tensor([setting[3]]))[0, -1].double(), -1).numpy()
+    assert np.allclose(p, softmax, rtol=0, atol=1e-15) and abs(p.sum() - 1) < 1e-12
+    assert miss < judge.DISTRIBUTION_MISS and noncentrality > 100
     overlap = np.minimum(p, q)
-    mistaken = overlap + (1 - overlap.sum()) * p  # a rejection resampled from p
-    samples = LAB.task("15.8").cases[1].spec["samples"]
-    assert samples * ((mistaken - p) ** 2 / p).sum() > 60  # the chi-square it expects: p-values below 1e-10
+    mistaken = overlap + (1 - overlap.sum()) * p                              # a rejection resampled from p
+    assert spec["samples"] * ((mistaken - p) ** 2 / p).sum() >= noncentrality * 0.9  # pooling only lowers it
+
+
+def test_the_distribution_screen_stops_after_its_bound_and_keeps_the_least_likely_miss(monkeypatch):
+    """A chance no draw reaches: exactly :data:`judge.DISTRIBUTION_DRAWS` settings are drawn (never more), and the
+    kept one is the draw whose test is least likely to miss the residual mistake."""
+    spec = dict(LAB.task("15.8").cases[1].spec)
+    drawn = []
+    real = judge.sampling_models
+
+    def counting(run, *names):
+        drawn.append(names)
+        return real(run, *names)
+
+    torch.set_num_threads(1)
+    monkeypatch.setattr(judge, "sampling_models", counting)
+    monkeypatch.setattr(judge, "DISTRIBUTION_MISS", 0.0)
+    kept = judge.distribution_setting(spec)
+    assert len(drawn) == judge.DISTRIBUTION_DRAWS == 24 and len(set(drawn)) == 24
+
+    def setting(names):
+        cfg, target, draft, prompt = real(spec["distribution"], *names)
+        return cfg, target, draft, prompt, judge._exact_marginals(target, prompt, 1)
+
+    misses = [_first_token_power(setting(names), spec["samples"])[2][1] for names in drawn]
+    assert _first_token_power(kept, spec["samples"])[2][1] == min(misses)
+    assert max(misses) > 1e-6         # some draws would miss the mistake: the screen is needed
 
 
 @pytest.fixture(scope="module")
@@ -258,12 +341,20 @@ def _saved(function) -> bytes:
     return buffer.getvalue()
 
 
-def test_the_sampling_judge_passes_the_solution_on_two_secrets_and_fails_the_residual_mistake(solution, judged):
-    exact, distribution = (dict(c.spec) for c in LAB.task("15.8").cases)
-    one_run = {"runs": exact["runs"][:1]}
+@pytest.mark.slow
+def test_the_sampling_judge_gives_the_solution_full_marks_on_two_more_fresh_secrets(solution, judged):
+    """Both cases on two fresh secrets (other models, prompts and draws each time; the default run judges one)."""
     for _ in range(2):
         secret.renew()
-        assert judge.check_sampling(one_run, _saved(solution["speculative_sample"]), Tolerance()) == []
+        for case in LAB.task("15.8").cases:
+            assert judge.check_sampling(dict(case.spec), _saved(solution["speculative_sample"]), Tolerance()) == []
+
+
+def test_the_sampling_judge_passes_the_solution_on_a_fresh_secret_and_fails_the_residual_mistake(solution, judged):
+    exact, distribution = (dict(c.spec) for c in LAB.task("15.8").cases)
+    one_run = {"runs": exact["runs"][:1]}
+    secret.renew()
+    assert judge.check_sampling(exact, _saved(solution["speculative_sample"]), Tolerance()) == []
     assert judge.check_sampling(distribution, _saved(solution["speculative_sample"]), Tolerance()) == []
 
     def from_p(target, draft, prompt, n, k, draws):

@@ -151,12 +151,13 @@ def test_malformed_calls_and_exceptions_are_reported():
 # ---------------------------------------------------------------- release 5: the case's models from the secret
 
 def test_release_5_changes_how_15_6_draws_its_models_and_no_points():
-    """Release 5 adds no task and moves no point: as of release 4 every task and case is worth what it is now."""
-    assert LAB.release == 5 and LAB.tasks_since(4) == ()
-    before = LAB.as_of(4)
+    """Release 5 adds no task and moves no point: as of release 4 every task and case is worth what it is as of
+    release 5 (release 7 moved 15.4's and 15.6's points to 15.10)."""
+    assert LAB.release >= 5 and LAB.tasks_since(4) == ("15.10",)   # release 7
+    before, after = LAB.as_of(4), LAB.as_of(5)
     assert [(t.id, t.max_points, [c.points for c in t.cases]) for t in before.tasks] == \
-        [(t.id, t.max_points, [c.points for c in t.cases]) for t in LAB.tasks]
-    assert [c.id for c in before.task("15.6").cases] == [c.id for c in LAB.task("15.6").cases]
+        [(t.id, t.max_points, [c.points for c in t.cases]) for t in after.tasks]
+    assert [c.id for c in before.task("15.6").cases] == [c.id for c in after.task("15.6").cases]
 
 
 def test_a_release_4_notebook_is_told_what_release_5_changed():
@@ -164,3 +165,12 @@ def test_a_release_4_notebook_is_told_what_release_5_changed():
                                  "metadata": {}}, LAB)
     assert built.release == 4 and "Release 5 (2026-12-02): Task 15.6's hidden case" in releases.note(LAB, built)
 
+
+def test_release_6_draws_15_8s_models_from_the_secret_and_a_release_5_notebook_is_told():
+    """Release 6 moves no point of 15.8: as of release 5 its cases are worth what they are now; a release-5 notebook
+    is graded as release 5 and told what release 6 changed."""
+    assert LAB.releases[5].number == 6
+    assert [c.points for c in LAB.as_of(5).task("15.8").cases] == [c.points for c in LAB.task("15.8").cases] == [4, 4]
+    built = releases.built_from({"cells": [{"cell_type": "markdown", "source": LAB.releases[4].marker}],
+                                 "metadata": {}}, LAB)
+    assert built.release == 5 and "Release 6 (2026-12-02): Task 15.8's hidden cases" in releases.note(LAB, built)

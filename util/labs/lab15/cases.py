@@ -9,7 +9,10 @@ arrivals sized so that any draw is under memory pressure, or not). Task 15.6's c
 5): the judge draws each run's target, draft and prompt from the grading secret at every grading and keeps the
 first draw whose every argmax wins by a clear margin (``judge.spec_setting``). Task 15.9's cases name no seed
 either: the judge draws their ``traces`` request streams from the grading secret at every grading
-(``judge.chunk_traces``), from the ranges given here, which make any draw finish under the stated policy.
+(``judge.chunk_traces``), from the ranges given here, which make any draw finish under the stated policy. Task
+15.8's cases name no seed since release 6: the judge draws their models and prompts from the grading secret
+(``judge.sampling_models``), the distribution case's screened so that its test tells the residual from ``p``
+(``judge.distribution_setting``). Task 15.10's (release 7) draw their ``traces`` as 15.9's do (``judge.swap_traces``).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ TINY = {"vocab": 512, "n_positions": 128, "d_model": 64, "n_layer": 2, "n_head":
 GQA_DEEP = {"vocab": 1000, "n_positions": 128, "d_model": 96, "n_layer": 3, "n_head": 6, "n_kv_head": 2}
 MQA = {**TINY, "n_kv_head": 1, "tied": False}
 SMALL_VOCAB = {"vocab": 12, "n_positions": 32, "d_model": 32, "n_layer": 1, "n_head": 2}
-"""Task 15.8's distribution case: a vocabulary small enough that 400 runs test every likely token."""
+"""Task 15.8's distribution case: a vocabulary small enough that 1,000 runs test every likely token."""
 
 _RANKS = [["61", "61"], ["62", "63"], ["6161", "61"], ["61", "62"], ["6162", "63"], ["3d", "3d"], ["3d3d", "3d3d"],
           ["20", "61"], ["2061", "6161"], ["63", "63"]]
@@ -83,13 +86,13 @@ CASES = {
     "15.4": (
         Case("shuffled blocks, partial last blocks, garbage everywhere else",
              {"seed": 404, "n_head": 4, "n_kv_head": 4, "head_dim": 16, "block_size": 4, "num_blocks": 24,
-              "tables": [[17, 3, 9], [0, 21], [12, 5, 8, 2, 19]], "lengths": [11, 5, 18]}, 3, seeds=("seed",)),
+              "tables": [[17, 3, 9], [0, 21], [12, 5, 8, 2, 19]], "lengths": [11, 5, 18]}, 2, seeds=("seed",)),
         Case("grouped-query attention (8 heads over 2) and a shared prefix",
              {"seed": 405, "n_head": 8, "n_kv_head": 2, "head_dim": 8, "block_size": 8, "num_blocks": 16,
-              "tables": [[6, 1, 13], [6, 1, 4], [6, 10]], "lengths": [19, 24, 9]}, 3, seeds=("seed",)),
+              "tables": [[6, 1, 13], [6, 1, 4], [6, 10]], "lengths": [19, 24, 9]}, 2, seeds=("seed",)),
         Case("full last blocks and one-token sequences",
              {"seed": 406, "n_head": 2, "n_kv_head": 1, "head_dim": 32, "block_size": 16, "num_blocks": 10,
-              "tables": [[7, 2], [4], [9, 0, 5]], "lengths": [32, 1, 48]}, 3, seeds=("seed",)),
+              "tables": [[7, 2], [4], [9, 0, 5]], "lengths": [32, 1, 48]}, 2, seeds=("seed",)),
     ),
     "15.5": (
         Case("light load: no block runs out",
@@ -113,7 +116,7 @@ CASES = {
     "15.6": (
         Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt",
              {"runs": [{"config": TINY, "sigma": 0.01, "prompt": 8, "n": 40, "k": 4},
-                       {"config": GQA_DEEP, "sigma": 0.005, "prompt": 1, "n": 40, "k": 3}]}, 12),
+                       {"config": GQA_DEEP, "sigma": 0.005, "prompt": 1, "n": 40, "k": 3}]}, 8),
     ),
     "15.7": (
         Case("shared system prompts and questions everyone asks, with and without a system prompt",
@@ -131,12 +134,12 @@ CASES = {
     ),
     "15.8": (
         Case("TinyGPT with k = 4, then a 3-layer GQA model with k = 3 from a one-token prompt, on the grader's draws",
-             {"runs": [{"config": TINY, "seed": 17, "sigma": 0.02, "draft_seed": 171, "prompt": 8, "n": 40, "k": 4},
-                       {"config": GQA_DEEP, "seed": 18, "sigma": 0.01, "draft_seed": 181, "prompt": 1, "n": 30,
-                        "k": 3}]}, 4),
+             {"runs": [{"config": TINY, "sigma": 0.02, "prompt": 8, "n": 40, "k": 4},
+                       {"config": GQA_DEEP, "sigma": 0.01, "prompt": 1, "n": 30, "k": 3}]}, 4),
+        # the id kept from release 3 (ids are stable; renaming would make it a new case): since release 6 the
+        # judge runs 1,000 runs ("samples"), not 400, on models it draws from the secret
         Case("the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)",
-             {"distribution": {"config": SMALL_VOCAB, "seed": 3, "sigma": 0.3, "draft_seed": 30, "prompt": 4, "n": 1,
-                               "k": 1}, "samples": 400}, 4),
+             {"distribution": {"config": SMALL_VOCAB, "sigma": 0.3, "prompt": 4, "n": 1, "k": 1}, "samples": 1000}, 4),
     ),
     "15.9": (
         Case("a steady stream of long prompts under a budget of 512 tokens (3 traces the grader draws)",
@@ -149,6 +152,22 @@ CASES = {
              {"config": {"max_tokens": 12, "max_running": 4},
               "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
                   [(12, 3), (5, 6), (7, 2), (1, 9), (30, 1), (11, 4), (2, 2), (4, 12), (13, 3)])]}, 2),
+    ),
+    "15.10": (
+        Case("memory pressure, 40 CPU blocks: short victims swapped, long ones recomputed (3 traces the grader draws)",
+             {"config": {"num_blocks": 90, "cpu_blocks": 40, "block_size": 16, "max_tokens": 1024, "max_running": 64,
+                         "swap_ns_per_block": 11_000},
+              "traces": 3, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 2),
+        Case("a CPU pool of 8 blocks: victims recomputed when it has no room (3 traces the grader draws)",
+             {"config": {"num_blocks": 90, "cpu_blocks": 8, "block_size": 16, "max_tokens": 1024, "max_running": 64,
+                         "swap_ns_per_block": 5_000},
+              "traces": 3, "count": 50, "rate_per_ms": 5.0, "prompt": [20, 250], "output": [40, 300]}, 2),
+        Case("a burst at time 0 under a small running limit: swaps, recomputes and swap-ins",
+             {"config": {"num_blocks": 24, "cpu_blocks": 12, "block_size": 8, "max_tokens": 256, "max_running": 5,
+                         "swap_ns_per_block": 12_000},
+              "requests": [[i, 0, p, o] for i, (p, o) in enumerate(
+                  [(20, 40), (60, 30), (9, 50), (33, 20), (70, 12), (14, 60), (5, 45), (40, 25), (25, 35),
+                   (50, 15)])]}, 2),
     ),
 }
 """Task id -> its hidden cases (``Lab.with_cases``)."""

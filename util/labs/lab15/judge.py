@@ -22,10 +22,11 @@ what a case saved, against the grader's own computation (``judge_reference.py``)
   token in its context: :func:`~util.labs.lab15.prefix.trace_problems`) and against the grader's own cache: the
   blocks each prompt reuses, the blocks cached and the evictions after every call.
 * 15.8 :func:`check_sampling`: ``speculative_sample`` run again in a student process against the judge's target,
-  with uniform draws the judge draws from the grading secret (:mod:`util.judging.secret`) and serves run by run:
-  every call, the tokens and the draws used exactly the judge's own run; or, over many runs, the tokens'
-  frequencies against the target's exact sampling distribution (Pearson's chi-square at
-  :data:`DISTRIBUTION_ALPHA`).
+  with uniform draws the judge draws from the grading secret (:mod:`util.judging.secret`) and serves run by run,
+  on models and prompts drawn from the same secret (since release 6: :func:`sampling_models`): every call, the
+  tokens and the draws used exactly the judge's own run; or, over many runs, the tokens' frequencies against the
+  target's exact sampling distribution (Pearson's chi-square at :data:`DISTRIBUTION_ALPHA`), on models screened so
+  that the test tells the residual from ``p`` (:func:`distribution_setting`).
 
 The saved bytes are untrusted: JSON is read bounded, arrays without pickle, and every field is checked
 before use. Feedback says what differs and where, never the grader's hidden figures.
@@ -424,6 +425,74 @@ def _draws(spec: Mapping[str, Any], *names: Any):
     return secret.generator("lab15", "15.8 draws", json.dumps(dict(spec), sort_keys=True), *names)
 
 
+def sampling_models(run: Mapping[str, Any], *names: Any):
+    """``(cfg, target, draft, prompt)`` of one task-15.8 run whose spec names only the models' shapes, the draft's
+    noise and the prompt's length (since release 6): the target's and the draft's seeds are drawn from the grading
+    secret for ``names`` (:mod:`util.judging.secret`), so no code that reads the case can rebuild the models or the
+    prompt; within one grading the judge's reference and the student's run see the same models."""
+    from util.judging import secret
+
+    key = json.dumps(dict(run), sort_keys=True)
+    return _models({**run, "seed": secret.seed("lab15", "15.8 target", key, *names, bits=31),
+                    "draft_seed": secret.seed("lab15", "15.8 draft", key, *names, bits=31)})
+
+
+DISTRIBUTION_DRAWS = 24
+"""Models drawn (from the grading secret) for the distribution case before the screen stops: about 4 in 10 draws of
+the case's shapes give :data:`DISTRIBUTION_MISS` (17 of 40 measured), so all 24 failing has a chance near 2e-6; then
+the draw with the smallest chance of missing is kept."""
+DISTRIBUTION_MISS = 1e-6
+"""The largest chance a kept draw gives the test of missing the nearest plausible wrong distribution (a rejection
+resampled from ``p`` instead of the residual): a draft close to the target, or a target near uniform, makes the two
+distributions too alike for the case's runs to tell apart, and such a draw is not kept."""
+
+
+def residual_power(p, q, samples: int) -> tuple[float, float]:
+    """``(noncentrality, miss)`` of the first generated position's chi-square test (pooled as :func:`_distribution`
+    pools) against a sampler that resamples a rejected round's token from ``p`` instead of ``max(0, p - q)``: its
+    first token follows ``min(p, q) + (1 - sum(min(p, q))) p``; ``miss`` is the chance that ``samples`` runs of it
+    pass the test at :data:`DISTRIBUTION_ALPHA` (the noncentral chi-square's approximation)."""
+    import numpy as np
+    from scipy.stats import chi2, ncx2
+
+    p, q = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    overlap = np.minimum(p, q)
+    mistaken = (overlap + (1 - overlap.sum()) * p) * samples
+    expected = p * samples
+    small = expected < MIN_EXPECTED
+    found = np.append(mistaken[~small], mistaken[small].sum())
+    wanted = np.append(expected[~small], expected[small].sum())
+    if wanted[-1] == 0:
+        found, wanted = found[:-1], wanted[:-1]
+    noncentrality = float(((found - wanted) ** 2 / wanted).sum())
+    freedom = len(wanted) - 1
+    return noncentrality, float(ncx2.cdf(chi2.isf(DISTRIBUTION_ALPHA, freedom), freedom, noncentrality))
+
+
+def distribution_setting(spec: Mapping[str, Any]):
+    """``(cfg, target, draft, prompt, truth)`` of a task-15.8 distribution case: models drawn from the grading secret
+    (:func:`sampling_models`), at most :data:`DISTRIBUTION_DRAWS` times, the first kept whose test misses the
+    residual mistake with a chance below :data:`DISTRIBUTION_MISS` (:func:`residual_power`), else the draw least
+    likely to miss it; ``truth`` is the target's exact sampling distribution of each position
+    (:func:`_exact_marginals`)."""
+    import torch
+
+    run = spec["distribution"]
+    n, samples = int(run["n"]), int(spec["samples"])
+    best, best_miss = None, 2.0
+    for draw in range(DISTRIBUTION_DRAWS):
+        cfg, target, draft, prompt = sampling_models(run, "distribution", draw)
+        truth = _exact_marginals(target, prompt, n)
+        with torch.no_grad():
+            q = torch.softmax(draft(torch.tensor([prompt]))[0, -1].double(), -1).numpy()
+        miss = residual_power(truth[0], q, samples)[1]
+        if miss < best_miss:
+            best, best_miss = (cfg, target, draft, prompt, truth), miss
+        if miss < DISTRIBUTION_MISS:
+            break
+    return best
+
+
 def _send_draft(student, cfg, draft) -> None:
     state = draft.state_dict()
     names = [[name, list(tensor.shape)] for name, tensor in state.items()]
@@ -510,7 +579,7 @@ def _sampled_run(student, spec: Mapping[str, Any], number: int, run: Mapping[str
     from util.labs.lab15.judge_reference import speculative_sampling
     from util.labs.lab15.speculative import Uniforms
 
-    cfg, target, draft, prompt = _models(run)
+    cfg, target, draft, prompt = sampling_models(run, "run", number)
     n, k = int(run["n"]), int(run["k"])
     values = _draws(spec, "run", number).random(n * (2 * k + 1) + 8).tolist()
     expected = speculative_sampling(target, draft, prompt, n, k, Uniforms(values))
@@ -555,9 +624,8 @@ def _distribution(student, spec: Mapping[str, Any]) -> list[str]:
     from scipy.stats import chi2
 
     run = spec["distribution"]
-    cfg, target, draft, prompt = _models(run)
+    cfg, target, draft, prompt, truth = distribution_setting(spec)
     n, k, samples = int(run["n"]), int(run["k"]), int(spec["samples"])
-    truth = _exact_marginals(target, prompt, n)
     _send_draft(student, cfg, draft)
     stream = _draws(spec, "distribution")
     cache: dict = {}
@@ -720,3 +788,135 @@ def _chunk_which(key: str, found: Any, wanted: list) -> str:
     if sorted(map(str, ids)) == sorted(map(str, wanted_ids)):
         return "chunks to the same requests in another order"
     return f"chunks to other requests ({len(found)} chunks where the policy gives {len(wanted)})"
+
+
+# ---------------------------------------------------------------- 15.10: preemption by swapping
+
+_SWAP_POLICY = {
+    "preempt": "a victim (the newest running request, when a decode finds no free block) is recomputed only when "
+               "swapping it is not cheaper, 2 x its blocks x swap_ns_per_block >= view.recompute_ns(victim), or the "
+               "free CPU blocks cannot hold its blocks",
+    "swap_out": "a victim is swapped out when moving its blocks out and back in costs less than recomputing it, "
+                "config.swap_ns(blocks) < view.recompute_ns(victim), and the free CPU blocks (less those of the "
+                "victims swapped out before it in this iteration) hold its blocks",
+    "swap_in": "in an iteration that preempts nobody, the swapped requests come back oldest swapped out first, "
+               "while the running limit and the free GPU blocks allow, stopping at the first that does not fit",
+    "decode": "every running request decodes, oldest first, taking a block when its last one is full; when none is "
+              "free, the newest running request is preempted (swapped out or recomputed), possibly the one asking",
+    "admit": "waiting requests are admitted (as in 15.5) only in an iteration that preempts nobody and leaves no "
+             "request swapped out",
+}
+SWAP_KEYS = ("preempt", "swap_out", "swap_in", "decode", "admit")
+
+
+def swap_traces(spec: Mapping[str, Any]) -> list[tuple[Any, list]]:
+    """The ``(config, requests)`` traces of a task-15.10 case: its own ``requests``, or ``traces`` Poisson streams of
+    its ranges whose seeds are drawn from the grading secret (:mod:`util.judging.secret`), never from the spec
+    alone, so no trace can be known before grading."""
+    from util.judging import secret
+    from util.labs.lab15.swapping import swap_config_from, swap_requests
+
+    config = swap_config_from(spec)
+    if "requests" in spec:
+        return [(config, swap_requests(0, spec))]
+    key = json.dumps(dict(spec), sort_keys=True)
+    return [(config, swap_requests(secret.seed("lab15", "15.10 trace", key, number), spec))
+            for number in range(int(spec["traces"]))]
+
+
+def replayed_problems(iterations: list, requests: list, config) -> list[str]:
+    """The memory simulated by the judge: a record's decisions carried out again, in order, by the course's engine
+    here (:func:`~util.labs.lab15.swapping.simulate_swapping`), which refuses a GPU or CPU pool over capacity, a
+    block read (decoded) while swapped out, an id in the wrong place, the budget or the running limit exceeded;
+    ``[]`` when every recorded decision is feasible."""
+    from util.labs.lab15.swapping import SwapDecision, simulate_swapping
+
+    script = list(iterations)
+    position = [0]
+
+    def scripted(view):
+        if position[0] < len(script) and isinstance(script[position[0]], dict) \
+                and script[position[0]].get("start") == view.now:
+            step = script[position[0]]
+            position[0] += 1
+            return SwapDecision(*(tuple(step.get(key, ())) for key in SWAP_KEYS))
+        return SwapDecision()
+
+    try:
+        simulate_swapping(scripted, requests, config, max_iterations=len(script) + 1)
+    except (ValueError, TypeError) as exc:
+        return [f"iteration {max(position[0] - 1, 0)} of the record cannot be carried out: {str(exc)[:300]}"]
+    return []
+
+
+def check_swapping(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -> list[str]:
+    """Task 15.10: the student's ``schedule_swapping`` run again in a student process
+    (:mod:`util.labs.lab15.swap_harness`) on traces the judge draws from the grading secret (:func:`swap_traces`);
+    each record's decisions are carried out again by the judge's engine (:func:`replayed_problems`: no pool over
+    capacity, no block read while swapped out) and every iteration (start, length, the requests recomputed,
+    swapped out, swapped in, decoded and admitted, the blocks moved) must equal the judge's own run of the stated
+    policy (:func:`~util.labs.lab15.judge_reference.reference_swapping`)."""
+    from util.artifacts import read_saved_arrays
+    from util.labs.lab15.judge_reference import reference_swapping
+    from util.labs.lab15.swapping import simulate_swapping
+    from util.student_process import ChannelError, StudentProcess
+
+    arrays, problems = read_saved_arrays(data, expected=["function"])
+    if problems:
+        return problems
+    traces = swap_traces(spec)
+    try:
+        with StudentProcess.start("util.labs.lab15.swap_harness:serve", max_data=CHUNK_RECORD,
+                                  seconds=START_SECONDS + CHUNK_SECONDS * len(traces)) as student:
+            student.send({"function": True}, data=arrays["function"].tobytes())
+            for number, (config, requests) in enumerate(traces):
+                expected = simulate_swapping(reference_swapping, requests, config)
+                if expected.deadlock is not None:  # pragma: no cover - the lab's tests screen the cases
+                    raise AssertionError(f"the grader's own swapping schedule deadlocks: {expected.deadlock}")
+                student.send({"limits": [config.num_blocks, config.cpu_blocks, config.block_size, config.max_tokens,
+                                         config.max_running, config.swap_ns_per_block],
+                              "arrivals": [[r.id, r.arrival, r.prompt, r.output] for r in requests]})
+                reply, body = student.receive(timeout=START_SECONDS + CHUNK_SECONDS)
+                found = _swap_problems(reply, body, expected.iterations, requests, config)
+                if found:
+                    where = f"trace {number + 1} of {len(traces)} ({len(requests)} requests): " if len(traces) > 1 else ""
+                    return [where + problem for problem in found][:LIMIT]
+    except ChannelError as exc:
+        return [f"the grader could not run schedule_swapping again ({exc})"]
+    return []
+
+
+def _swap_problems(reply: Mapping[str, Any], body: bytes, expected: list[dict], requests: list, config) -> list[str]:
+    if "record" not in reply:
+        return [f"run again by the grader on a trace of its own, the engine raised {str(reply.get('raised'))[:300]}"]
+    saved = _json(body)
+    if not isinstance(saved, dict) or not isinstance(saved.get("iterations"), list):
+        return [UNREADABLE]
+    found = saved["iterations"]
+    deadlock = saved.get("deadlock")
+    for index, wanted in enumerate(expected):
+        if index >= len(found):
+            return [f"the run stopped after {len(found)} iterations"
+                    + (f" ({deadlock[:200]})" if isinstance(deadlock, str) else "")
+                    + "; the stated policy runs every request to the end"]
+        got = found[index]
+        if got == wanted:
+            continue
+        if not isinstance(got, dict) or set(got) != set(wanted):
+            return [UNREADABLE]
+        replayed = replayed_problems(found[:index + 1], requests, config)
+        if replayed:
+            return replayed
+        where = f"iteration {index} (at {wanted['start']:,} ns)"
+        if got["start"] != wanted["start"]:
+            return [f"{where} starts at another time than under the stated policy: an earlier iteration moved other "
+                    "blocks or had another batch"]
+        for key, verb in (("swap_out", "swapped out"), ("preempt", "recomputed"), ("swap_in", "swapped in"),
+                          ("decode", "decoded"), ("admit", "admitted")):
+            if got[key] != wanted[key]:
+                return [f"{where}: your scheduler {verb} {_which(got[key], wanted[key])} than the stated policy: "
+                        + _SWAP_POLICY[key]]
+        return [f"{where} took another time or moved other blocks than under the stated policy"]
+    if len(found) > len(expected):
+        return [f"the run has {len(found)} iterations; the stated policy finishes every request in fewer"]
+    return []

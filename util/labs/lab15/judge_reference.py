@@ -350,3 +350,56 @@ def reference_chunked(view):
         budget -= prefill[-1][1]
         count += 1
     return Chunks(tuple(decode), tuple(prefill))
+
+
+def reference_swapping(view):
+    """The policy task 15.10 states (preemption by swapping): 15.5's policy (every running request decodes, oldest
+    first; when no block is free the newest running request is preempted, possibly the one asking), where each
+    victim is **swapped out** when swapping its blocks out and back in costs less than recomputing it
+    (``config.swap_ns(blocks) < view.recompute_ns(victim)``) and the CPU blocks still free hold them, else
+    recomputed; in an iteration that preempts nobody, swapped requests are swapped back in, oldest swapped out
+    first, while the running limit and the free GPU blocks allow (stopping at the first that does not fit), and
+    only when none is left swapped out are waiting requests admitted as in 15.5."""
+    from util.labs.lab15.swapping import SwapDecision
+
+    config, free, cpu = view.config, view.free_blocks, view.free_cpu_blocks
+    running = list(view.running)
+    preempt: list[int] = []
+    swap_out: list[int] = []
+    decode: list[int] = []
+    index = 0
+    while index < len(running):
+        seq = running[index]
+        need = config.blocks(seq.context + 1) - seq.blocks
+        while need > free:
+            victim = running.pop()
+            if config.swap_ns(victim.blocks) < view.recompute_ns(victim) and victim.blocks <= cpu:
+                swap_out.append(victim.id)
+                cpu -= victim.blocks
+            else:
+                preempt.append(victim.id)
+            free += victim.blocks
+            if victim is seq:
+                break
+        else:
+            free -= need
+            decode.append(seq.id)
+            index += 1
+    swap_in: list[int] = []
+    admit: list[int] = []
+    if not preempt and not swap_out:
+        count = len(decode)
+        for seq in view.swapped:
+            if count + 1 > config.max_running or seq.blocks > free:
+                break
+            swap_in.append(seq.id)
+            count, free = count + 1, free - seq.blocks
+        if len(swap_in) == len(view.swapped):
+            tokens = len(decode)
+            for seq in view.waiting:
+                need = config.blocks(seq.prefill)
+                if tokens + seq.prefill > config.max_tokens or count + 1 > config.max_running or need > free:
+                    break
+                admit.append(seq.id)
+                tokens, count, free = tokens + seq.prefill, count + 1, free - need
+    return SwapDecision(tuple(preempt), tuple(swap_out), tuple(swap_in), tuple(decode), tuple(admit))

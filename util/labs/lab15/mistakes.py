@@ -175,6 +175,25 @@ MISTAKES = (
                                     "the tokens' distribution over 400 runs on fresh draws (chi-square at 1e-6)")},
     ),
     Mistake(
+        name="swaps_when_recomputing_is_cheaper",
+        description="Swaps every victim out while the CPU has room, whatever it costs: a long request's blocks cross "
+                    "the bus twice where recomputing its prefill would have been cheaper, and every later iteration "
+                    "differs from the stated policy's.",
+        replacements=(("            if config.swap_ns(victim.blocks) < view.recompute_ns(victim) and victim.blocks <= "
+                       "cpu:",
+                       "            if victim.blocks <= cpu:                 # swapping always saves the recompute"),),
+        variants=(
+            # the cost of moving the blocks one way only, against the recompute
+            (("            if config.swap_ns(victim.blocks) < view.recompute_ns(victim) and victim.blocks <= "
+              "cpu:",
+              "            if victim.blocks * config.swap_ns_per_block < view.recompute_ns(victim) and victim.blocks "
+              "<= cpu:"),),
+        ),
+        expected_failures={"15.10": (ANSWER, "memory pressure, 40 CPU blocks: short victims swapped, long ones "
+                                             "recomputed (3 traces the grader draws)",
+                                     "a burst at time 0 under a small running limit: swaps, recomputes and swap-ins")},
+    ),
+    Mistake(
         name="chunk_starves_decodes",
         description="Gives the budget to chunks of prompts first and lets the decodes have what is left: right while "
                     "the budget covers both, but as soon as a long prompt's chunk takes the whole budget the running "

@@ -370,6 +370,43 @@ def _by_budget(answer: Any, key: str) -> list[float]:
     return [value for _, value in sorted(answer[key].items(), key=lambda item: int(item[0]))]
 
 
+# ---------------------------------------------------------------- 15.10
+
+HAND_SWAP_REQUESTS = [[0, 0, 7, 3], [1, 0, 8, 4], [2, 0, 2, 2]]
+HAND_SWAP_CONFIG = {"num_blocks": 5, "cpu_blocks": 1, "block_size": 4, "max_tokens": 64, "max_running": 3,
+                    "swap_ns_per_block": 60_000}
+"""The notebook's example of preemption by swapping: 3 requests at time 0, 5 GPU blocks and 1 CPU block of 4 slots,
+a block moved in 60 us."""
+HAND_SWAPS = [[[], [], [], [], [0, 1, 2]], [[], [2], [], [0, 1], []], [[1], [], [], [0], []],
+              [[], [], [2], [], [1]], [[], [], [], [2, 1], []]]
+"""(preempt, swap_out, swap_in, decode, admit) of each iteration, worked out in the notebook."""
+
+
+def _hand_swaps(fn) -> str | None:
+    from util.labs.lab15.swapping import simulate_swapping, swap_config_from, swap_requests
+
+    run = simulate_swapping(inspect.unwrap(fn), swap_requests(0, {"requests": HAND_SWAP_REQUESTS}),
+                            swap_config_from({"config": HAND_SWAP_CONFIG}))
+    found = [[it[key] for key in ("preempt", "swap_out", "swap_in", "decode", "admit")] for it in run.iterations]
+    return first(equal(run.deadlock, None, "the run's deadlock"),
+                 equal(found, HAND_SWAPS, "(preempt, swap_out, swap_in, decode, admit) of each iteration of the "
+                       "notebook's example"))
+
+
+def _no_cpu_room(fn) -> str | None:
+    from util.labs.lab15.swapping import simulate_swapping, swap_config_from, swap_requests
+
+    config = swap_config_from({"config": {**HAND_SWAP_CONFIG, "cpu_blocks": 0}})
+    run = simulate_swapping(inspect.unwrap(fn), swap_requests(0, {"requests": HAND_SWAP_REQUESTS}), config)
+    return first(equal(run.deadlock, None, "the run's deadlock"),
+                 equal(run.swaps, 0, "swaps with no CPU block at all"),
+                 equal(run.preemptions > 0, True, "preemptions (recomputed) of the example with no CPU block"))
+
+
+def _by_prompt(answer: Any, kind: str) -> list[float]:
+    return [value for _, value in sorted(answer["throughput_by_prompt"][kind].items(), key=lambda item: int(item[0]))]
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "15.1": (
         Check("the worked example: merges 'a a', 'a b', 'aa ab' and its ids", _worked_example,
@@ -495,5 +532,24 @@ CHECKS: dict[str, tuple[Check, ...]] = {
                               equal(_by_budget(a, "tpot_p50_by_budget")[-1] > _by_budget(a, "tpot_p50_by_budget")[0],
                                     True, "TPOT p50 at the largest budget > at the smallest")),
               "a large chunk prefills a prompt in few iterations, but every decode waits for those long iterations"),
+    ),
+    "15.10": (
+        Check("the notebook's three requests, iteration by iteration", _hand_swaps,
+              "a victim is the newest running request; swap it out when config.swap_ns(blocks) < "
+              "view.recompute_ns(victim) and the free CPU blocks hold it, else recompute it; swap back in, oldest "
+              "first, only in an iteration that preempts nobody, and admit only when nobody is left swapped out",
+              calls_function=True),
+        Check("no CPU block: every victim is recomputed, as in 15.5", _no_cpu_room,
+              "a victim is swapped out only when the free CPU blocks hold all its blocks", calls_function=True),
+        Check("no deadlock; swapping pays for short prompts, recomputing for long ones",
+              lambda a: first(has_keys(a, ("summary", "throughput_by_prompt")),
+                              equal(a["summary"]["deadlock"], None, "answer['summary']['deadlock']"),
+                              equal(a["summary"]["swaps"] > 0, True, "answer['summary']['swaps'] > 0"),
+                              equal(_by_prompt(a, "swap")[0] > _by_prompt(a, "recompute")[0], True,
+                                    "throughput with swapping > recomputing only, at the shortest prompt"),
+                              equal(_by_prompt(a, "swap")[-1] == _by_prompt(a, "recompute")[-1], True,
+                                    "throughput with swapping == recomputing only, at the longest prompt (nothing "
+                                    "is swapped: recomputing is cheaper)")),
+              "swapping moves every block twice; recomputing a short prompt costs a whole pass over the weights"),
     ),
 }

@@ -16,7 +16,8 @@ prompts it draws from the grading secret, since release 5). Nothing is
 timed: costs are counts (target calls, blocks, lab 10's MACs and bytes under a stated cost model). The prefix
 cache's record is checked as the allocator's (memory simulated, each slot a token in its context) against the
 grader's own cache; speculative sampling runs in a student process on uniform draws the judge draws from the
-grading secret and serves, its tokens exactly the judge's own run's and their distribution tested (chi-square);
+grading secret and serves, on models it draws from the same secret (since release 6), its tokens exactly the
+judge's own run's and their distribution tested (chi-square);
 the chunked-prefill scheduler runs in a student process on traces the judge draws from the grading secret, every
 iteration compared with the judge's own run of the stated policy.
 """
@@ -164,6 +165,17 @@ def _chunked(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
 
 
+def _swapping(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """The student's swapping scheduler pickled by value and saved: the grader runs it in a student process on
+    traces it draws itself from the grading secret (nothing is run here)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
 def _sampling(fn: Callable, spec: Mapping[str, Any]) -> Any:
     """The student's speculative sampling pickled by value and saved: the grader runs it in a student process
     against a target it serves and counts, with uniform draws it draws itself (nothing is run here)."""
@@ -217,12 +229,12 @@ TASKS = (
         hidden_points=8,
     ),
     Task(
-        id="15.4", title="Attention over a paged cache", answer_points=2,
+        id="15.4", title="Attention over a paged cache", answer_points=1,
         answer="{'tokens', 'equal_to_uncached', 'blocks', 'logits_close'} of TinyGPT decoded with a paged cache",
         keys=("tokens", "equal_to_uncached", "blocks", "logits_close"), tolerance=ATTENTION,
         function="paged_attention", run_case=_attention, grader_check=f"{JUDGE}:check_attention",
         checks=CHECKS["15.4"],
-        hidden_points=9,
+        hidden_points=6,
     ),
     Task(
         id="15.5", title="A continuous-batching scheduler", answer_points=3,
@@ -237,7 +249,7 @@ TASKS = (
         keys=("tokens", "target_calls", "accepted", "calls_by_sigma"),
         function="speculative_generate", run_case=_speculative, grader_check=f"{JUDGE}:check_speculative", judged=("function",),
         checks=CHECKS["15.6"],
-        hidden_points=12,
+        hidden_points=8,
     ),
     Task(
         id="15.7", title="A prefix cache", answer_points=3, since=3,
@@ -264,8 +276,17 @@ TASKS = (
         judged=("function",), checks=CHECKS["15.9"],
         hidden_points=6,
     ),
+    Task(
+        id="15.10", title="Preemption by swapping", answer_points=2, since=7,
+        answer="{'summary': the notebook's swapping run.summary(), 'throughput_by_prompt': {'swap' | 'recompute': "
+               "{str(prompt): tokens/s}}}",
+        keys=("summary", "throughput_by_prompt"), tolerance=RATIO,
+        function="schedule_swapping", run_case=_swapping, grader_check=f"{JUDGE}:check_swapping",
+        judged=("function",), checks=CHECKS["15.10"],
+        hidden_points=6,
+    ),
 )
-"""The tasks of the current release (5), in notebook order."""
+"""The tasks of the current release (7), in notebook order."""
 
 BEFORE_3 = {"15.1": (3, 12), "15.3": (4, 16), "15.4": (3, 12), "15.5": (4, 16), "15.6": (1, 16)}
 """Task id -> (answer points, hidden points) as releases 1 and 2 declared them: release 3's tasks 15.7 and 15.8 took
@@ -274,6 +295,10 @@ their points from these tasks, each hidden case keeping its share (``Lab.with_ca
 BEFORE_4 = {"15.3": (3, 12), "15.5": (3, 12)}
 """Task id -> (answer points, hidden points) as release 3 declared them: release 4's task 15.9 took its points from
 these tasks, each hidden case keeping its share."""
+
+BEFORE_7 = {"15.4": (2, 9), "15.6": (1, 12)}
+"""Task id -> (answer points, hidden points) as releases 4 to 6 declared them: release 7's task 15.10 took its points
+from these tasks (15.4's answer 1 point and each hidden case 1; 15.6's case 4)."""
 
 LAB = Lab(
     name=LAB_NAME,
@@ -313,6 +338,18 @@ LAB = Lab(
                 "grading from a secret of its own, kept only with clear argmax margins; what it checks and is worth "
                 "is unchanged.",
                 marker="The runs' models and prompts are drawn by the grader at every grading"),
+        Release(6, "2026-12-02", "Task 15.8's hidden cases run on models and prompts the grader draws at every "
+                "grading from its secret, the distribution case's over 1,000 runs (not 400) and only where its test "
+                "tells the residual from p; what they check and are worth is unchanged.",
+                marker="distribution case keeps a draw only where its 1,000 runs would tell"),
+        Release(7, "2026-12-02", "A new task, 15.10: preemption by swapping (a victim's blocks moved to a CPU pool "
+                "and back when that costs less than recomputing it, by the stated cost model), graded on request "
+                "streams the grader draws at every grading and replays with the scheduler in a process of its own. "
+                "Its 8 points come from tasks 15.4 (4) and 15.6 (4); a notebook of an earlier release is graded as it "
+                "was.",
+                marker="(vLLM's `preemption_mode=\"swap\"`)",
+                previous=tuple(replace(task, answer_points=BEFORE_7[task.id][0], hidden_points=BEFORE_7[task.id][1])
+                               for task in TASKS if task.id in BEFORE_7)),
     ),
     tasks=TASKS,
 )
