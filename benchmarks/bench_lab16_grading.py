@@ -7,13 +7,16 @@ networks cut by the solution's prune_residual), the timed case apart (every grou
 cut network timed in the student process against the dense one and its unstructured twin in the judge's), with the
 speed-ups it measured.
 
+With ``--schedule-seeds N`` it measures only the margins of 16.8's re-run (the grader's loop over N fine-tuning
+orders: the course's schedule against schedules that prune all at once, and one cut).
+
 With ``--seeds N`` it also measures the margins of 16.5's re-run case: the small student trained with the course's
 loss and with the labels alone, from N seeds (a term secret draws the case's seed anew, so the threshold must hold
 for any): the lowest and highest test accuracy of each, against the 95 % threshold.
 
 Target: the graded solution <= 30 s on 2 cores.
 
-    python benchmarks/bench_lab16_grading.py [--repeats 1] [--seeds 0]
+    python benchmarks/bench_lab16_grading.py [--repeats 1] [--seeds 0] [--schedule-seeds 0]
 
 Timings depend on what else runs: the load average is printed first.
 """
@@ -175,11 +178,41 @@ def margins(seeds: int) -> dict[str, tuple[int, int]]:
     return {name: (min(values), max(values)) for name, values in found.items()}
 
 
+def schedule_margins(seeds: int) -> dict[str, tuple[int, int]]:
+    """16.8's re-run over ``seeds`` fine-tuning orders (the judge draws one from its secret at every grading): the
+    fewest and most test images right after the grader's loop (its own global magnitude masks, 8 batches after each
+    step) with the course's cubic schedule to 95 % in 8 steps, with 95 % at the last step (a schedule that prunes all
+    at once at the end), at the first step (all at once at the start, then every batch), and one cut of the trained
+    model followed by one step's 8 batches (the notebook's one-shot)."""
+    from util.data import digits_split
+    from util.labs.lab16.digits import accuracy, trained_digits
+    from util.labs.lab16.judge_schedule import global_masks, reference_schedule
+    from util.labs.lab16.schedule import prune_gradually
+
+    split, model = digits_split(), trained_digits()
+    schedules = {"the cubic schedule": reference_schedule(0.95, 8), "all at the last step": [0.0] * 7 + [0.95],
+                 "all at the first step": [0.95] * 8, "one cut, then one step's batches": [0.95]}
+    found: dict[str, list[int]] = {name: [] for name in schedules}
+    for seed in range(seeds):
+        for name, schedule in schedules.items():
+            pruned = prune_gradually(model, schedule, global_masks, split.x_train, split.y_train, 8, seed=seed)[-1]
+            found[name].append(round(360 * accuracy(pruned, split.x_test, split.y_test)))
+    return {name: (min(values), max(values)) for name, values in found.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--seeds", type=int, default=0, help="also measure 16.5's margins over this many seeds")
+    parser.add_argument("--schedule-seeds", type=int, default=0,
+                        help="only measure 16.8's re-run over this many fine-tuning orders")
     args = parser.parse_args()
+    if args.schedule_seeds:
+        threshold = get_lab("lab16").task("16.8").cases[-1].spec["min_accuracy"]
+        for name, (low, high) in schedule_margins(args.schedule_seeds).items():
+            print(f"16.8 over {args.schedule_seeds} orders, {name}: {low} to {high} of 360 test images right "
+                  f"(the floor: {threshold:.0%}, {360 * threshold:.0f} images)")
+        return
     print(f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     lab = get_lab("lab16")
     solution = REPO / "solutions" / lab.notebook

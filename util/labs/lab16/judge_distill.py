@@ -137,6 +137,8 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
     """Train the small student with the pickled loss (see the module's help): ``(test accuracy, measures,
     problem)``; the accuracy is ``None`` and ``problem`` says why when there is none. ``measures``: the window's
     ``wall_seconds`` and ``cpu_seconds`` (the student process's, measured by the grader)."""
+    import torch
+
     from util.data import digits_split
     from util.labs.lab16.digits import accuracy, teacher_logits, trained_digits
     from util.labs.lab16.distill import distillation_data, train_student
@@ -148,6 +150,7 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
                                   seconds=START_SECONDS + float(spec["wall_seconds"]) + 30) as student:
             # the student process imports PyTorch and warms up (course code) while the judge prepares the data
             split, seeds = digits_split(), draws(spec)
+            torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # its one-off import (torch._dynamo), here too
             x, teacher, labels = distillation_data(split.x_train, split.y_train,
                                                    teacher_logits(trained_digits(), split.x_train),
                                                    int(spec["labels"]), seeds["labels"])

@@ -32,6 +32,13 @@ counted), and the CPU time of them all (the student process's counted by the gra
 machine waiting for a CPU adds wall time, not CPU time); the cut network must run at least ``min_speedup`` times as
 fast as the dense one, by either. A time the student's code reports is never used.
 
+**One student process for the task's cases**: a case starts its student process pinned to one CPU (the one the
+timed case measures on) and, when it passes, leaves it running for the next case of the same function (the same
+pickled bytes; :data:`REUSE_SECONDS`), which sends its own networks to it as a fresh process would have received
+them: the function was loaded first, before any network, and every call brings all the call needs. A case that
+fails, or whose process answered out of turn, ends its process; the next case starts a fresh one. Each start imports
+PyTorch again (about a second and a half on a quiet machine), which the three cases paid three times.
+
 Feedback names the convolution asked about and what differs, never the grader's figures.
 """
 from __future__ import annotations
@@ -56,6 +63,31 @@ ATTEMPTS = 2
 machine can slow every call of one measurement; the course's network passes a second one)."""
 MAX_REPLY = 8 << 20
 """The largest answer the judge takes back from the student process."""
+REUSE_SECONDS = 60.0
+"""A passing case's student process serves the next case of the same function only while it is younger than this: it
+still has most of its lifetime (the judge's timeout, 180 s) before it, where an honest case takes seconds."""
+_KEPT: dict[str, Any] = {}
+"""The student process a passing case left for the next (``function``: the sha256 of the pickled bytes, ``student``,
+``started``: when, by ``time.monotonic``)."""
+
+
+def _student(function: bytes, seconds: float, cpu: int):
+    """A student process with ``function`` loaded: the one the last passing case left, if it was the same function and
+    is young enough, else a fresh one (that one's first call loads it)."""
+    import hashlib
+
+    from util.student_process import StudentProcess
+
+    digest = hashlib.sha256(function).hexdigest()
+    kept = _KEPT.pop("student", None)
+    if kept is not None and _KEPT.get("function") == digest and time.monotonic() - _KEPT["started"] < REUSE_SECONDS:
+        return kept
+    if kept is not None:
+        kept.close()
+    student = StudentProcess.start(HARNESS, max_data=MAX_REPLY, seconds=seconds, cpu=cpu)
+    _KEPT.update(function=digest, started=time.monotonic())
+    student.send({"function": True}, data=function)
+    return student
 
 
 def weights_seed(spec: Mapping[str, Any], index: int = 0) -> int:
@@ -217,9 +249,7 @@ def check_residual(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
 
     from util.artifacts import read_saved_arrays
     from util.judging import secret
-    from util.labs.lab16.costs import count_params
-    from util.labs.lab16.residual import build_residual, unstructured_like
-    from util.student_process import ChannelError, StudentProcess
+    from util.student_process import ChannelError
 
     torch.set_num_threads(1)
     arrays, problems = read_saved_arrays(data, expected=["function"])
@@ -229,35 +259,53 @@ def check_residual(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     images = torch.randn(32, 1, 8, 8, generator=torch.Generator().manual_seed(secret.seed("lab16", "16.7 images", key)))
     todo = [calls(network) for network in networks(spec)]
     timed = spec.get("timed")
-    cpu = max(os.sched_getaffinity(0)) if timed else None
+    cpu = max(os.sched_getaffinity(0))      # the CPU the timed case measures on, for every case's process
     seconds = START_SECONDS + CALL_SECONDS * (sum(map(len, todo)) + (int(timed["rounds"]) + 1 if timed else 0))
+    student, passed = None, False
     try:
-        with StudentProcess.start(HARNESS, max_data=MAX_REPLY, seconds=seconds, cpu=cpu) as student:
-            student.send({"function": True}, data=arrays["function"].tobytes())
-            for index, (network, prunes) in enumerate(zip(networks(spec), todo)):
-                net = current = build_residual(network["arch"], weights_seed(spec, index))
-                for conv, keep in prunes:
-                    given = current if network.get("chain") else net   # a chain cuts what the last call returned
-                    student.send({"config": given.config(), "conv": conv, "keep": keep}, data=_state(given))
-                    reply, body = student.receive(timeout=START_SECONDS + CALL_SECONDS)
-                    rebuilt, found = judge_call(given, conv, keep, reply, body, images)
-                    if found:
-                        return [f"cutting one group after another, {found[0]}" if network.get("chain") else found[0]]
-                    current = rebuilt
-            if timed:
-                draws = secret.seed("lab16", "16.7 timed images", key)
-
-                def batch(number: int):
-                    return torch.randn(int(timed["batch"]), 1, 8, 8, generator=torch.Generator().manual_seed(draws + number))
-
-                sparse = unstructured_like(net, count_params(current))
-                for _attempt in range(ATTEMPTS):    # noise only ever slows: a network that fails is timed again
-                    problems, _measured = time_networks(student, net, sparse, current, timed, batch)
-                    if not problems:
-                        break
-                return problems
+        student = _student(arrays["function"].tobytes(), seconds, cpu)
+        problems = _judge(spec, student, todo, images, key, timed)
+        passed = not problems
     except ChannelError as exc:
-        return [f"the grader could not run prune_residual again ({exc})"]
+        problems = [f"the grader could not run prune_residual again ({exc})"]
+    finally:
+        if passed:
+            _KEPT["student"] = student     # for the next case of this function (see the module's help)
+        elif student is not None:
+            student.close()
+    return problems
+
+
+def _judge(spec, student, todo, images, key: str, timed) -> list[str]:
+    """The calls of a case in ``student`` (with its function loaded), then the timing if the case has one."""
+    import torch
+
+    from util.judging import secret
+    from util.labs.lab16.costs import count_params
+    from util.labs.lab16.residual import build_residual, unstructured_like
+
+    for index, (network, prunes) in enumerate(zip(networks(spec), todo)):
+        net = current = build_residual(network["arch"], weights_seed(spec, index))
+        for conv, keep in prunes:
+            given = current if network.get("chain") else net   # a chain cuts what the last call returned
+            student.send({"config": given.config(), "conv": conv, "keep": keep}, data=_state(given))
+            reply, body = student.receive(timeout=START_SECONDS + CALL_SECONDS)
+            rebuilt, found = judge_call(given, conv, keep, reply, body, images)
+            if found:
+                return [f"cutting one group after another, {found[0]}" if network.get("chain") else found[0]]
+            current = rebuilt
+    if timed:
+        draws = secret.seed("lab16", "16.7 timed images", key)
+
+        def batch(number: int):
+            return torch.randn(int(timed["batch"]), 1, 8, 8, generator=torch.Generator().manual_seed(draws + number))
+
+        sparse = unstructured_like(net, count_params(current))
+        for _attempt in range(ATTEMPTS):    # noise only ever slows: a network that fails is timed again
+            problems, _measured = time_networks(student, net, sparse, current, timed, batch)
+            if not problems:
+                break
+        return problems
     return []
 
 

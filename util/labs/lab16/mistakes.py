@@ -3,7 +3,7 @@
 The expected failures were worked out by grading each variant. Each looks right on what its own task's answer
 shows and fails where a hidden case has the structure the mistake ignores: the last convolution cut (its channels
 feed the first Linear through ``flatten``), groups of four, a bias, a temperature other than 1, frozen weights, a
-convolution added to another (16.7).
+convolution added to another (16.7), a schedule that prunes all at once (16.8).
 """
 from util.contract import ANSWER, Mistake
 
@@ -15,6 +15,13 @@ RESIDUAL_CASES = (
     "every group of a larger network cut to a quarter of its width, timed by the grader: at least 1.5x as fast",
 )
 """Task 16.7's cases: each of its mistakes fails every one."""
+SCHEDULE_CASES = (
+    "to 90 % in 10 steps from an unpruned model",
+    "from 50 % to 80 % in 5 steps (a model pruned before)",
+    "to 97 % in 3 steps from 20 %",
+    "DigitsCNN pruned again by the grader with your schedule to 95 % in 8 steps of 8 batches: at least 80 %",
+)
+"""Task 16.8's cases: its mistake fails every one."""
 
 MISTAKES = (
     Mistake(
@@ -93,6 +100,22 @@ MISTAKES = (
         variants=(
             (("    importance = sum(model.get_submodule(name).weight.detach().abs().sum(dim=(1, 2, 3)) for name in group)\n",
               "    importance = model.get_submodule(conv).weight.detach().abs().sum(dim=(1, 2, 3))\n"),),
+        ),
+    ),
+    Mistake(
+        name="schedule_all_at_once",
+        description="A schedule that prunes all at once, at the last step: every step but the last keeps the initial "
+                    "sparsity, so the model is fine-tuned dense and then cut to the final sparsity in one go, with one "
+                    "step's batches to recover. It ends at the stated sparsity, and one cut of that size leaves a "
+                    "model that guesses.",
+        replacements=(("    return [final + (initial - final) * (1 - k / steps) ** 3 for k in range(1, steps + 1)]",
+                       "    return [initial] * (steps - 1) + [final]"),),
+        expected_failures={"16.8": (ANSWER, *SCHEDULE_CASES)},
+        variants=(
+            (("    return [final + (initial - final) * (1 - k / steps) ** 3 for k in range(1, steps + 1)]",
+              "    return [final if k == steps else initial for k in range(1, steps + 1)]"),),
+            (("    return [final + (initial - final) * (1 - k / steps) ** 3 for k in range(1, steps + 1)]",
+              "    return [final + (initial - final) * (1 - k // steps) ** 3 for k in range(1, steps + 1)]"),),
         ),
     ),
 )

@@ -1,5 +1,6 @@
-"""Lab 16's figures (given code): accuracy against sparsity, layer by layer, accuracy against rank, and latency
-against parameters for channels cut and unstructured zeros."""
+"""Lab 16's figures (given code): accuracy against sparsity, layer by layer, accuracy against rank, latency
+against parameters for channels cut and unstructured zeros, and accuracy against sparsity for a gradual schedule and
+one-shot pruning."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -74,6 +75,31 @@ def plot_latency(channels: Sequence[tuple[int, float]], unstructured: Sequence[t
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def plot_schedule(schedule: Sequence[float], gradual: Sequence[float], one_shot_at: Sequence[float],
+                  one_shot: Sequence[float], dense_accuracy: float, ax=None, title: str = ""):
+    """Test accuracy (%) against the fraction of weights pruned: the gradual schedule after each of its steps
+    (``schedule``, ``gradual``), and one cut of the unpruned model to each sparsity of ``one_shot_at`` (``one_shot``,
+    each with the same fine-tuning as one step of the schedule), with the unpruned model's accuracy as a dotted line.
+    Returns the axes."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.8))
+    ax.plot([100 * s for s in schedule], [100 * a for a in gradual], marker="o",
+            label="gradual: the cubic schedule, step by step")
+    ax.plot([100 * s for s in one_shot_at], [100 * a for a in one_shot], marker="s", linestyle="--",
+            label="one-shot: one cut to that sparsity")
+    ax.axhline(100 * dense_accuracy, color="gray", linestyle=":", label="not pruned")
+    ax.set_xlabel("weights pruned (%), global magnitude")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_ylim(0, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize=8)
     if title:
         ax.set_title(title)
     return ax

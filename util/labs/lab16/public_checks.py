@@ -5,7 +5,7 @@ The hand examples: for 16.1 two small Linear layers with the weights below, for 
 ``ConvNet`` (widths 6 and 8) against the same model with the dropped channels masked by PyTorch's own
 ``prune.ln_structured``, for 16.3 one row of 8 weights with ties, for 16.4 a Linear(6, 4), for 16.5 two classes
 whose softmaxes are worked out by hand, for 16.6 a two-layer ``nn.Sequential``, for 16.7 a one-block
-``ResidualNet`` (stem 4, an identity block of 2) whose stem is added to the block's output.
+``ResidualNet`` (stem 4, an identity block of 2) whose stem is added to the block's output, for 16.8 the cubic schedule to 80 % in 4 steps worked out by hand.
 """
 from __future__ import annotations
 
@@ -269,6 +269,29 @@ def _tiny_residual(fn) -> str | None:
         "the cut network computes something else than the network with the same channels masked"
 
 
+SCHEDULE_80_4 = [0.4625, 0.7, 0.7875, 0.8]
+"""The cubic schedule from 0 to 80 % in 4 steps: 0.8 (1 - (1 - k / 4)^3) for k = 1 ... 4 (0.8 x 37/64, 0.8 x 7/8,
+0.8 x 63/64, 0.8)."""
+
+
+def _cubic_hand(fn) -> str | None:
+    found = fn(0.8, 4)
+    if not (isinstance(found, list) and len(found) == 4 and all(_number(s) for s in found)):
+        return f"cubic_schedule(0.8, 4) returned {str(found)[:80]}; expected a list of 4 sparsities"
+    if not all(abs(s - e) <= 1e-9 for s, e in zip(found, SCHEDULE_80_4)):
+        return f"cubic_schedule(0.8, 4) is {[round(s, 4) for s in found]}; expected {SCHEDULE_80_4}"
+    return None
+
+
+def _cubic_from(fn) -> str | None:
+    found = fn(0.9, 2, 0.5)
+    expected = [0.9 - 0.4 / 8, 0.9]
+    if not (isinstance(found, list) and len(found) == 2 and all(_number(s) and abs(s - e) <= 1e-9
+                                                                 for s, e in zip(found, expected))):
+        return f"cubic_schedule(0.9, 2, 0.5) is {str(found)[:80]}; expected {expected}"
+    return None
+
+
 CHECKS: dict[str, tuple[Check, ...]] = {
     "16.1": (
         Check("80 % of DigitsCNN's 19,088 prunable weights is round(15,270.4) = 15,270; accuracies are fractions, "
@@ -361,5 +384,21 @@ CHECKS: dict[str, tuple[Check, ...]] = {
         Check("a one-block network by hand: block1.conv2's group is itself and the stem; cut to 2, 132 parameters",
               _tiny_residual, "the identity adds the stem's output to conv2's: both are cut, and every layer reading "
                               "the sum (fc here) loses the same inputs", calls_function=True),
+    ),
+    "16.8": (
+        Check("the schedule to 95 % in 8 steps ends at 95 %; accuracies are fractions: 8 for the schedule, 4 for "
+              "one cut to its sparsities at steps 2, 4, 6 and 8; at 95 % the schedule is above one cut",
+              lambda a: first(None if isinstance(a["schedule"], list) and len(a["schedule"]) == 8
+                              and all(_number(s) for s in a["schedule"]) and abs(a["schedule"][-1] - 0.95) <= 1e-9
+                              else f"schedule is {str(a['schedule'])[:80]}; expected 8 sparsities ending at 0.95",
+                              _fractions(a["gradual"], 8, "gradual"), _fractions(a["one_shot"], 4, "one_shot"),
+                              None if a["gradual"][-1] > a["one_shot"][-1]
+                              else "the schedule's last accuracy should be above one cut's at 95 %"),
+              "prune_gradually(model, cubic_schedule(0.95, 8), masks, ...) as the notebook does"),
+        Check("the cubic schedule to 80 % in 4 steps by hand: 46.25 %, 70 %, 78.75 %, 80 %", _cubic_hand,
+              "s_k = final + (initial - final) (1 - k / steps)^3, k = 1 ... steps: most is pruned early, when the "
+              "network has the most weights to spare", calls_function=True),
+        Check("from 50 % to 90 % in 2 steps: 85 %, 90 %", _cubic_from,
+              "the schedule starts from initial (the sparsity before step 1), not from 0", calls_function=True),
     ),
 }

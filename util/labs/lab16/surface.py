@@ -30,6 +30,7 @@ NAMES = (
     "util.labs.lab16.nets:small_student",
     "util.labs.lab16.plots:plot_latency",
     "util.labs.lab16.plots:plot_rank",
+    "util.labs.lab16.plots:plot_schedule",
     "util.labs.lab16.plots:plot_sensitivity",
     "util.labs.lab16.prune:apply_masks",
     "util.labs.lab16.prune:fine_tune",
@@ -40,6 +41,8 @@ NAMES = (
     "util.labs.lab16.residual:build_residual",
     "util.labs.lab16.residual:masked_residual",
     "util.labs.lab16.residual:unstructured_like",
+    "util.labs.lab16.schedule:prune_gradually",
+    "util.labs.lab16.schedule:zero_fraction",
 )
 """Every name a released handout of this lab imports or names, in its current place."""
 

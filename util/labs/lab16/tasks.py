@@ -18,6 +18,8 @@ merged weights against the grader's own. 16.1's masks are compared with the cour
 function runs in a student process on residual networks whose weights the judge draws from the grading secret
 (``judge_residual.py``): the group it names against the architecture's, the network it returns rebuilt from its
 tensors alone, its parameters and MACs counted there and its outputs against the masked network the grader builds.
+16.8's schedule is checked against the cubic formula, and the grader prunes DigitsCNN again with it, with its own
+masks and an order of its own (``judge_schedule.py``).
 """
 from __future__ import annotations
 
@@ -319,6 +321,27 @@ def _residual(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
 
 
+def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.8: the student's schedule for the case's final sparsity, steps and initial sparsity, saved for the judge
+    (which checks it against the cubic formula or prunes DigitsCNN again with it)."""
+    import math
+
+    from util.artifacts import save_file
+
+    found = fn(float(spec["final"]), int(spec["steps"]), float(spec.get("initial", 0.0)))
+    if not isinstance(found, (list, tuple)):
+        raise TypeError(f"cubic_schedule must return a list of sparsities, not {type(found).__name__}")
+    values = []
+    for value in found:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+            raise TypeError(f"cubic_schedule returned a {type(value).__name__} among its sparsities; they are numbers")
+        values.append(float(value))
+    if not all(math.isfinite(v) for v in values):
+        raise ValueError("cubic_schedule returned a sparsity that is not a finite number")
+    save_file(json.dumps({"schedule": values}).encode(), spec, LAB_NAME, ".json")
+    return {"schedule": values}
+
+
 WRITTEN = {
     "16.3": (Written("16.Q1", "Pruning 80 % of DigitsCNN's weights by magnitude (16.1) left its parameters and MACs "
                      "as they were, and on a CPU a product with half its weights zero took as long as the dense "
@@ -350,14 +373,14 @@ TASKS = (
         answer="{'params', 'macs', 'accuracy', 'equal_outputs'} of DigitsCNN with conv2 cut to 16 channels",
         keys=("params", "macs", "accuracy", "equal_outputs"), tolerance=ACCURACY,
         function="prune_channels", run_case=_channels, grader_check=f"{JUDGE}:check_channels",
-        checks=CHECKS["16.2"], hidden_points=12, judged=("object",),
+        checks=CHECKS["16.2"], hidden_points=9, judged=("object",),
     ),
     Task(
         id="16.3", title="2:4 sparsity and its storage", answer_points=1, written=WRITTEN["16.3"],
         answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
         keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
         function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
-        hidden_points=10,
+        hidden_points=8,
     ),
     Task(
         id="16.4", title="Low rank under a parameter budget", answer_points=4,
@@ -372,7 +395,7 @@ TASKS = (
         keys=("loss_example", "kd_accuracy", "labels_only_accuracy"), tolerance=ACCURACY,
         function="distillation_loss", run_case=_distill,
         grader_check="util.labs.lab16.judge_distill:check_distillation", checks=CHECKS["16.5"],
-        hidden_points=16, judged=("function", "calls"),
+        hidden_points=12, judged=("function", "calls"),
     ),
     Task(
         id="16.6", title="LoRA", answer_points=3,
@@ -388,10 +411,23 @@ TASKS = (
                "to 16 channels",
         keys=("groups", "params", "macs", "equal_outputs"), tolerance=EXACT,
         function="prune_residual", run_case=_residual, grader_check="util.labs.lab16.judge_residual:check_residual",
-        checks=CHECKS["16.7"], hidden_points=12, judged=("function",),
+        checks=CHECKS["16.7"], hidden_points=9, judged=("function",),
+    ),
+    Task(
+        id="16.8", title="A schedule, not a cut", answer_points=2, since=4,
+        answer="{'schedule', 'gradual', 'one_shot'}: DigitsCNN pruned to 95 % by the cubic schedule in 8 steps, and by "
+               "one cut to its sparsities at steps 2, 4, 6 and 8",
+        keys=("schedule", "gradual", "one_shot"), tolerance=ACCURACY,
+        function="cubic_schedule", run_case=_schedule, grader_check="util.labs.lab16.judge_schedule:check_schedule",
+        checks=CHECKS["16.8"], hidden_points=10,
     ),
 )
-"""The tasks of the current release (3), in notebook order."""
+"""The tasks of the current release (4), in notebook order."""
+
+BEFORE_4 = {"16.2": 12, "16.3": 10, "16.5": 16, "16.7": 12}
+"""Task id -> hidden points as release 3 declared them: release 4's task 16.8 took its 12 points from these tasks'
+hidden cases (3 + 2 + 4 + 3), each case keeping its share (``Lab.with_cases``: a notebook of release 3 is graded
+with every case worth what it was)."""
 
 BEFORE_3 = {"16.1": 10, "16.2": 15, "16.3": 12, "16.4": 12, "16.6": 10}
 """Task id -> hidden points as releases 1 and 2 declared them: release 3's task 16.7 took its 15 points from these
@@ -422,6 +458,13 @@ LAB = Lab(
                 "products, what is frozen and merged()'s flags.",
                 marker="An addition couples the channels of its two inputs",
                 previous=tuple(replace(task, hidden_points=BEFORE_3[task.id]) for task in TASKS if task.id in BEFORE_3)),
+        Release(4, "2026-12-02", "A new task, 16.8: a schedule, not a cut. Gradual magnitude pruning with Zhu and Gupta's "
+                "cubic schedule and fine-tuning between the steps, against one cut to the same sparsity; graded on "
+                "the schedule's sparsities and by the grader pruning DigitsCNN again with your schedule, in an order of "
+                "its own, to a stated accuracy. Its 12 points come from the hidden cases of tasks 16.2 (3), 16.3 (2), "
+                "16.5 (4) and 16.7 (3); a notebook of an earlier release is graded as it was.",
+                marker="A schedule, not a cut",
+                previous=tuple(replace(task, hidden_points=BEFORE_4[task.id]) for task in TASKS if task.id in BEFORE_4)),
     ),
     prepare="util.labs.lab16.tasks:prepare",
     tasks=TASKS,
