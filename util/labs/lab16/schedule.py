@@ -28,9 +28,13 @@ Masks = Callable[[nn.Module, float], Mapping[str, torch.Tensor]]
 
 def prune_gradually(model: nn.Module, schedule: Sequence[float], masks_fn: Masks, x: torch.Tensor, y: torch.Tensor,
                     batches: int, seed: int = 0, lr: float = LR) -> list[nn.Module]:
-    """The model after each step of ``schedule`` (see the module's help), each a copy in float32 and eval mode with
-    its pruned weights zero: the last is the pruned model. ``model`` itself is left as it was. A step whose masks are
-    not boolean tensors of their weights' shapes raises ``ValueError``."""
+    """Gradual magnitude pruning: for each sparsity of ``schedule`` in turn, the masks ``masks_fn(model, sparsity)``
+    multiplied in, then ``batches`` batches of :data:`BATCH` images of ``x``, ``y`` fine-tuned with the masks held
+    (a fresh Adam at ``lr``, batch orders drawn from ``seed``, float64 on one thread).
+
+    Returns the model after each step, each a copy in float32 and eval mode with its pruned weights zero: the last
+    is the pruned model. ``model`` itself is left as it was. A step whose masks are not boolean tensors of their
+    weights' shapes raises ``ValueError``. One-shot pruning is a schedule of one step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
