@@ -3,7 +3,6 @@ drawn, and its links open each student's feedback."""
 from __future__ import annotations
 
 import base64
-import time
 
 import webdriver
 from classes import result, store
@@ -26,18 +25,11 @@ def _class(out, tmp_path):
     class_folder.write(class_folder.build(out, Settings().updated(roster=str(tmp_path / "roster.csv"))))
 
 
-def _wait(browser, script, what):
-    deadline = time.monotonic() + 30
-    while not browser.script(script):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.1)
-
-
 def test_the_class_report_renders_its_plots_and_links_to_feedback(browser, tmp_path):
     out = tmp_path / "out"
     _class(out, tmp_path)
     browser.call("POST", f"/session/{browser.session}/url", {"url": (out / "report.html").as_uri()})
-    _wait(browser, "return document.readyState === 'complete'", "the report did not load")
+    browser.wait("return document.readyState === 'complete'", "the report did not load")
     page = browser.script("""
         const imgs = Array.from(document.querySelectorAll('img.plot'));
         return {
@@ -73,7 +65,7 @@ def test_the_class_report_renders_its_plots_and_links_to_feedback(browser, tmp_p
     # every link opens that student's feedback
     for name, href in page["links"]:
         browser.call("POST", f"/session/{browser.session}/url", {"url": href})
-        _wait(browser, "return document.readyState === 'complete'", f"{href} did not load")
+        browser.wait("return document.readyState === 'complete'", f"{href} did not load")
         heading = browser.script("return document.querySelector('h1').textContent")
         assert heading.endswith(f"feedback: {name}"), (href, heading)
     assert browser.script("return document.querySelector('p.score').textContent") == "Score: 0 / 10"

@@ -291,12 +291,10 @@ def test_two_students_launched_in_chromium_from_the_lms_sign_in_as_themselves(br
     target = quote(url + "/hub/lti13/oauth_login?next=" + quote("/hub/home", safe=""), safe="")
     for hint, student in (("lms-opaque-id-amy", "s001"), ("lms-opaque-id-bob", "s002")):
         browser.open(f"{lms}/course/launch?login_hint={hint}&target={target}")
-        deadline = time.monotonic() + 60
-        while browser.script("return location.href") != url + "/hub/home":
-            assert time.monotonic() < deadline, (browser.script("return location.href"),
-                                                 browser.script("return document.body.innerText")[-1500:])
-            time.sleep(0.2)
-        page = browser.script("return document.body.innerText")
+        home = json.dumps(url + "/hub/home")
+        browser.wait(f"return location.href === {home} && document.readyState === 'complete'",
+                     f"{student}'s launch did not reach the hub's home", timeout=60, poll=0.2)
+        page = browser.text()
         assert student in page and ({"s001", "s002"} - {student}).pop() not in page, page[-1500:]
         browser.open(url + "/hub/logout")
     assert platform.pages == ["/course/launch", "/authorize"] * 2  # the browser went the LMS's way, twice

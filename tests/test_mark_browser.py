@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import threading
-import time
 
 import webdriver
 import writtenlab
@@ -32,12 +31,6 @@ def _keys(browser, *keys: str) -> None:
                  {"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})
 
 
-def _wait(browser, script, what, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not (found := browser.script(script)):
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-    return found
 
 
 def _totals(out):
@@ -55,7 +48,7 @@ def test_a_ta_marks_three_answers_by_keyboard_and_the_totals_move(browser, tmp_p
             threading.Thread(target=server.serve_forever, daemon=True).start()
             try:
                 browser.open(server.url)
-                _wait(browser, "return document.body.dataset.ready === '1'", "the marking page did not load")
+                browser.wait("return document.body.dataset.ready === '1'", "the marking page did not load")
                 assert browser.script("return location.search") == ""  # the token left the URL for a cookie
                 assert browser.script("return document.querySelector('#question').value") == "902.Q1"
                 keys = [(("1", "2"), ()), (("1",), ()), (("2",), ("c", *"Say why 41.", ESCAPE))]  # (items, more)
@@ -67,7 +60,7 @@ def test_a_ta_marks_three_answers_by_keyboard_and_the_totals_move(browser, tmp_p
                         assert browser.script("return document.querySelectorAll('#text *').length") == 0
                         assert browser.script("return document.title") == "Marking written answers"
                     _keys(browser, *more, *items, ENTER)
-                    _wait(browser, f"return document.body.dataset.answer !== '{answer}'", "Enter did not move on")
+                    browser.wait(f"return document.body.dataset.answer !== '{answer}'", "Enter did not move on")
                     seen[answer] = (items, more)
                 assert browser.script("return document.querySelector('#message').textContent").endswith(
                     "every answer to this question is marked")

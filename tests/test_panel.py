@@ -207,8 +207,11 @@ return {kernel: widget && widget.sessionContext && widget.sessionContext.session
 def _wait(browser, until, timeout: float, what: str) -> dict:
     deadline, state = time.monotonic() + timeout, {}
     while time.monotonic() < deadline:
-        state = browser.script(PANEL_STATE)
-        if until(state):
+        try:
+            state = browser.script(PANEL_STATE)
+        except AssertionError as err:  # the page is navigating (JupyterLab reloading): not yet
+            state = {"error": str(err)}
+        if "tasks" in state and until(state):
             return state
         time.sleep(0.5)
     pytest.fail(f"{what}: not within {timeout} s: {state}")

@@ -238,9 +238,7 @@ def test_no_script_of_a_notebook_runs_in_the_browser(tmp_path, browser):
     out = _hostile_class(tmp_path)
     similarity.write(similarity.build(out, names=True))
     browser.open((out / "similarity.html").as_uri())
-    for _ in range(100):
-        if browser.script("return document.readyState") == "complete":
-            break
+    browser.wait("return document.readyState === 'complete'", "the similarity report did not load")
     seen = browser.script("document.querySelectorAll('details').forEach(d => d.open = true);"
                           "return [document.title, document.querySelectorAll('script, img').length,"
                           " document.body.innerText.includes('<script>document.title=\"PWNED\"</script>'),"

@@ -32,6 +32,9 @@ def needed() -> None:
         pytest.skip(reason, allow_module_level=True)  # also inside a test or fixture
 
 
+PAGE_TEXT = "return document.body ? document.body.innerText : ''"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -59,6 +62,36 @@ class WebDriver:
 
     def script(self, source: str):
         return self.call("POST", f"/session/{self.session}/execute/sync", {"script": source, "args": []})
+
+    def wait(self, script: str, what: str, timeout: float = 30, poll: float = 0.1):
+        """Run ``script`` (JavaScript that returns a value) until its value is truthy and return that value.
+
+        A script that throws counts as "not yet": between a navigation's start and the new document's body
+        (``document.body`` is null there) every page script can throw, and a page that has just changed its
+        ``location`` is such a page. Fails with ``what``, the last value or error and the page's text."""
+        deadline, value, error = time.monotonic() + timeout, None, None
+        while True:
+            try:
+                value, error = self.script(script), None
+            except AssertionError as err:  # the page is navigating (or the script is wrong: shown on timeout)
+                value, error = None, err
+            if value:
+                return value
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{what}: not within {timeout} s (last value {value!r}, error {error}; "
+                                     f"at {self._safe('return location.href')}: "
+                                     f"{(self._safe(PAGE_TEXT) or '')[-1500:]})")
+            time.sleep(poll)
+
+    def text(self) -> str:
+        """The page's visible text ('' while the document has no body yet)."""
+        return self.script(PAGE_TEXT)
+
+    def _safe(self, script: str):
+        try:
+            return self.script(script)
+        except AssertionError as err:
+            return f"<{err}>"
 
     def screenshot(self) -> bytes:
         import base64
