@@ -19,6 +19,17 @@ MISTAKES = (
         replacements=(("        flat /= world" + " " * 22 + "# all_reduce sums: the mean needs a division\n", ""),),
         expected_failures={"13.3": (ANSWER, "2 ranks, MLP 12-20-7, batch 16, cap 200 bytes: result",
                                     "4 ranks, MLP 10-33-17-5, batch 24, cap 2,000 bytes: result")},
+        variants=(
+            (  # the division written out of place, its result dropped: the sum is copied back
+                ("        flat /= world" + " " * 22 + "# all_reduce sums: the mean needs a division\n",
+                 "        flat.div(world)\n"),
+            ),
+            (  # another order: the gradients divided before the copy back, which overwrites them with the sum
+                ("        dist.all_reduce(flat)\n        flat /= world" + " " * 22
+                 + "# all_reduce sums: the mean needs a division\n",
+                 "        for i in bucket:\n            ready[i].grad /= world\n        dist.all_reduce(flat)\n"),
+            ),
+        ),
     ),
     Mistake(
         name="ring_sends_whole_tensor",
@@ -30,6 +41,26 @@ MISTAKES = (
                        "        acc[into] = acc[into] + torch.tensor_split(whole, world)[into]\n"),),
         expected_failures={"13.1": (ANSWER, "2 ranks, 1,000 floats: bytes", "3 ranks, 10 integer-valued floats (chunks "
                                     "4, 3, 3): bytes", "4 ranks, 4,097 floats (one chunk longer): bytes")},
+        variants=(
+            (  # the chunk sent in a zero tensor of the whole length: the receiver takes its chunk out of it
+                ("        acc[into] = acc[into] + ring_step(acc[out], acc[into], rank, world)\n",
+                 "        padded = torch.zeros(x.numel(), dtype=x.dtype)\n"
+                 "        torch.tensor_split(padded, world)[out].copy_(acc[out])\n"
+                 "        whole = ring_step(padded, padded, rank, world)\n"
+                 "        acc[into] = acc[into] + torch.tensor_split(whole, world)[into]\n"),
+            ),
+            (  # the whole list with blocking dist.send and dist.recv, even ranks sending first (no deadlock)
+                ("        acc[into] = acc[into] + ring_step(acc[out], acc[into], rank, world)\n",
+                 "        whole, mine = torch.empty(x.numel(), dtype=x.dtype), torch.cat(acc)\n"
+                 "        if rank % 2 == 0:\n"
+                 "            dist.send(mine, (rank + 1) % world)\n"
+                 "            dist.recv(whole, (rank - 1) % world)\n"
+                 "        else:\n"
+                 "            dist.recv(whole, (rank - 1) % world)\n"
+                 "            dist.send(mine, (rank + 1) % world)\n"
+                 "        acc[into] = acc[into] + torch.tensor_split(whole, world)[into]\n"),
+            ),
+        ),
     ),
     Mistake(
         name="zero2_as_zero1",
@@ -38,6 +69,18 @@ MISTAKES = (
         replacements=(('"grads": stage >= 2, "weights"', '"grads": stage >= 3, "weights"'),),
         expected_failures={"13.4": (ANSWER, "19,258 parameters, 4 ranks, stage 2", "546 parameters, 5 ranks, stage 2",
                                     "10 parameters, 4 ranks, stage 2")},
+        variants=(
+            (  # stage 2 priced as stage 1 before the table is read
+                ('    sharded = {"optimizer_state": stage >= 1, "grads": stage >= 2, "weights": stage >= 3}\n',
+                 '    if stage == 2:\n        stage = 1\n'
+                 '    sharded = {"optimizer_state": stage >= 1, "grads": stage >= 2, "weights": stage >= 3}\n'),
+            ),
+            (  # the rule kept, then the gradients unsharded again at stage 2 (all-reduced whole)
+                ('    per_element = {"weights": 4, "grads": 4, "optimizer_state": 8}\n',
+                 '    per_element = {"weights": 4, "grads": 4, "optimizer_state": 8}\n'
+                 '    if stage == 2:\n        sharded["grads"] = False\n'),
+            ),
+        ),
     ),
     Mistake(
         name="one_f_one_b_flushed",
@@ -48,6 +91,17 @@ MISTAKES = (
                        "rounds = [range(s, min(s + limit, microbatches)) for s in range(0, microbatches, limit)]"),),
         expected_failures={"13.7": (ANSWER, "1f1b, 4 stages, 8 micro-batches, at most 4 held",
                                     "1f1b, 3 stages, 10 micro-batches, at most 3 held")},
+        variants=(
+            (  # flushed every `stages` micro-batches (what 1F1B holds at most) instead of every `limit`
+                ("rounds = [range(microbatches)]      # 1F1B holds at most `stages`: one round, no flush",
+                 "rounds = [range(s, min(s + stages, microbatches)) for s in range(0, microbatches, stages)]"),
+            ),
+            (  # numpy's array_split into ceil(m / limit) rounds of nearly equal size, each flushed
+                ("rounds = [range(microbatches)]      # 1F1B holds at most `stages`: one round, no flush",
+                 "rounds = [range(int(c[0]), int(c[-1]) + 1)\n"
+                 "                  for c in np.array_split(np.arange(microbatches), math.ceil(microbatches / limit))]"),
+            ),
+        ),
     ),
     Mistake(
         name="overlap_waits_for_backward",
