@@ -223,8 +223,6 @@ WITHOUT_VARIANTS = {
     ("lab13", "ring_sends_whole_tensor"): "not yet written",
     ("lab13", "zero2_as_zero1"): "not yet written",
     ("lab13", "one_f_one_b_flushed"): "not yet written",
-    ("lab16", "two_four_per_row"): "not yet written",
-    ("lab16", "rank_budget_without_bias"): "not yet written",
 }
 """(lab, mistake) -> why a mistake that names hidden cases has no variants (a C++ mistake's variants are graded
 whole: :func:`_graded_variant`)."""
