@@ -219,8 +219,6 @@ def _graded_variant(lab, mistake, index: int, folder):
 
 WITHOUT_VARIANTS = {
     ("lab8", "in_place_reuse"): "its mistake is an order of two loops; another spelling needs a second allocator",
-    ("lab16", "two_four_per_row"): "not yet written",
-    ("lab16", "rank_budget_without_bias"): "not yet written",
 }
 """(lab, mistake) -> why a mistake that names hidden cases has no variants (a C++ mistake's variants are graded
 whole: :func:`_graded_variant`)."""

@@ -45,6 +45,13 @@ MISTAKES = (
         replacements=(("    group = 4\n", "    group = cols\n"),),
         expected_failures={"16.3": (ANSWER, "6 x 16 in float16", "a convolution's weight, rows of 4 x 3 x 3, in float32",
                                     "small whole numbers: ties in most groups", "rows of 512 in float32")},
+        variants=(
+            (("    mask = torch.zeros_like(groups, dtype=torch.bool).scatter_(2, order[..., :group // 2], True).reshape(weight.shape)\n",
+              "    mask = torch.zeros_like(matrix, dtype=torch.bool).scatter_(1, matrix.abs().topk(cols // 2, dim=1).indices, True)"
+              ".reshape(weight.shape)\n"),),
+            (("    groups = matrix.abs().reshape(rows, -1, group)\n", "    groups = matrix.double().abs().reshape(rows, 1, -1)\n"),
+             ("order[..., :group // 2]", "order[..., :cols // 2]")),
+        ),
     ),
     Mistake(
         name="rank_budget_without_bias",
@@ -53,6 +60,12 @@ MISTAKES = (
                     "the notebook's table looks right.",
         replacements=(("    bias = 0 if layer.bias is None else out\n", "    bias = 0\n"),),
         expected_failures={"16.4": ("a Linear whose bias decides the rank", "a budget below rank 1: ValueError")},
+        variants=(
+            (("    rank = min((budget - bias) // (fan_in + out), out, fan_in)\n",
+              "    rank = min(budget // (fan_in + out), out, fan_in)\n"),),
+            (("    rank = min((budget - bias) // (fan_in + out), out, fan_in)\n",
+              "    rank = min(math.floor(budget / (fan_in + out)), out, fan_in)\n"),),
+        ),
     ),
     Mistake(
         name="temperature_on_one_side",
