@@ -102,19 +102,14 @@ def hub(tmp_path_factory):
 # ---------------------------------------------------------------- driving the browser
 
 def _wait(browser, script: str, timeout: float, what: str):
-    """Poll ``script`` (JavaScript returning a value) until it is truthy; fail with a screenshot otherwise."""
-    deadline, value = time.monotonic() + timeout, None
-    while time.monotonic() < deadline:
-        try:
-            value = browser.script(script)
-        except AssertionError:   # the page is navigating
-            value = None
-        if value:
-            return value
-        time.sleep(0.25)
-    png = ARTIFACTS / f"hub_timeout_{re.sub(r'[^a-z0-9]+', '_', what.lower())[:40]}.png"
-    png.write_bytes(browser.screenshot())
-    pytest.fail(f"{what}: not within {timeout} s (last value {value!r}; screenshot {png})")
+    """Poll ``script`` (JavaScript returning a value) until it is truthy (:meth:`webdriver.WebDriver.wait`); fail
+    with a screenshot otherwise."""
+    try:
+        return browser.wait(script, what, timeout=timeout, poll=0.25)
+    except AssertionError as err:
+        png = ARTIFACTS / f"hub_timeout_{re.sub(r'[^a-z0-9]+', '_', what.lower())[:40]}.png"
+        png.write_bytes(browser.screenshot())
+        pytest.fail(f"{err} (screenshot {png})")
 
 
 def _fill_and_submit(browser, fields: dict[str, str], button: str) -> None:

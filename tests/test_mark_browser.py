@@ -31,8 +31,6 @@ def _keys(browser, *keys: str) -> None:
                  {"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})
 
 
-
-
 def _totals(out):
     class_folder.write(class_folder.build(out, Settings()))
     with (out / "gradebook_lab902.csv").open(encoding="utf-8") as handle:
