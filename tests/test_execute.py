@@ -121,3 +121,30 @@ def test_a_cell_stopped_by_its_phases_deadline_says_so_whichever_timer_fired_fir
     assert run.one(1, run.nb.cells[1], hidden, left, watchdog) is False
     assert run.status == "timeout" and run.stopped == "900.1"
     assert run.message.startswith(says), run.message
+
+
+def test_a_killed_group_whose_leader_is_an_unreaped_zombie_has_no_live_members():
+    """kill_all waits for a group's members to die, not for its zombie leader to be reaped (killpg
+    succeeds on a zombie, which cost every student process half a second twice)."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from grader.execute.watchdog import live_members
+
+    leader = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(live_members(leader.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        members = live_members(leader.pid)
+        assert leader.pid in members and len(members) >= 2  # sh and its sleeps
+        os.killpg(leader.pid, signal.SIGKILL)
+        while live_members(leader.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert live_members(leader.pid) == []
+        os.killpg(leader.pid, 0)  # the zombie leader still holds the group: killpg does not fail
+    finally:
+        leader.kill()
+        leader.wait()

@@ -111,6 +111,27 @@ def held_files(pids: list[int], *, maps: bool = False) -> tuple[int, int]:
     return memory, deleted
 
 
+def live_members(group: int) -> list[int]:
+    """The pids of the process group ``group`` that are not zombies (read from ``/proc/<pid>/stat``).
+
+    ``killpg`` succeeds as long as a group has any member, a zombie included, so a loop that kills
+    until ``killpg`` fails waits for the launcher's parent to reap it; this is what to wait for
+    instead: every member that can still run has died.
+    """
+    alive = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = text[text.rfind(b")") + 2:].split()  # after "pid (comm) ": state ppid pgrp ...
+        if len(fields) > 2 and int(fields[2]) == group and fields[0] not in (b"Z", b"X"):
+            alive.append(int(name))
+    return alive
+
+
 DISK_EVERY = 10
 """Polls between two walks of a plain scratch folder (a mounted one is read at every poll)."""
 HELPERS = 3
@@ -233,12 +254,14 @@ class Watchdog:
         """
         if self.cgroup is not None:
             self.cgroup.kill()
-        for _ in range(50):  # until the group is empty (a group id is not reused while it has members)
+        for _ in range(50):  # until no member runs (a group id is not reused while it has members)
             if self._group is None:
                 break
             try:
                 os.killpg(self._group, signal.SIGKILL)
             except OSError:
+                break
+            if not live_members(self._group):  # only zombies are left: their parents reap them
                 break
             time.sleep(0.01)
         for process in self.tree() + list(self._seen.values()):
