@@ -217,9 +217,7 @@ def _graded_variant(lab, mistake, index: int, folder):
     return grade_submission(path, lab, folder / "graded")
 
 
-WITHOUT_VARIANTS = {
-    ("lab8", "in_place_reuse"): "its mistake is an order of two loops; another spelling needs a second allocator",
-}
+WITHOUT_VARIANTS: dict[tuple[str, str], str] = {}
 """(lab, mistake) -> why a mistake that names hidden cases has no variants (a C++ mistake's variants are graded
 whole: :func:`_graded_variant`)."""
 

@@ -48,6 +48,12 @@ MISTAKES = (
         replacements=((_PLACE_OUTPUTS + _FREE_INPUTS, _FREE_INPUTS + _PLACE_OUTPUTS),),
         expected_failures={"8.2": (ANSWER, "residual_mlp@128", "cnn@16", "resnet18@1x3x64x64",
                                    "consumed_output@64")},
+        variants=(  # the same order spelled as one list of this node's last reads, added to the free ones first
+            ((_PLACE_OUTPUTS + _FREE_INPUTS,
+              "        free += [assign[name] for name in node.input   # this node's last reads: free already\n"
+              "                 if name in assign and last_reader[name] == step and name not in outputs]\n"
+              + _PLACE_OUTPUTS),),
+        ),
     ),
     Mistake(
         name="reshape_zero_taken_literally",
