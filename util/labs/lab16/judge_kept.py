@@ -6,6 +6,11 @@ one. A case asks :func:`student` for a process with its function loaded; a case 
 :func:`keep`, one that failed (or whose process answered out of turn) closes it with :func:`drop`, and the next case
 starts a fresh one.
 
+**Started early** (:func:`prestart`): 16.5's re-run, the case before 16.7's, trains for seconds in the judge while its
+own student process answers; the lab's process is started then, so that its start and PyTorch's import (course code,
+before any function is loaded: ``residual_harness.serve`` warms up first) run beside that training instead of before
+16.7's first call. A process started early is this grading's and holds no function until a case loads one.
+
 A kept process serves a later case only if it is **the grader's that started it**: the same harness
 (:data:`HARNESS`), the same grading (a digest of the grading secret, :func:`util.judging.secret.current`: a judge
 process serves one grading, and this makes it explicit), and younger than :data:`REUSE_SECONDS` (it still has most
@@ -21,6 +26,9 @@ from typing import Any
 
 HARNESS = "util.labs.lab16.residual_harness:serve"
 """The harness every kept process runs (it serves 16.7's and 16.9's calls)."""
+LIFETIME_SECONDS = 600.0
+"""How long a process started early (:func:`prestart`) may run; a case reuses it only while it is younger than
+:data:`REUSE_SECONDS`."""
 REUSE_SECONDS = 90.0
 """A kept process serves another case only while it is younger than this: the judge's timeout per case is 180 s, and
 an honest case takes a few seconds."""
@@ -58,6 +66,21 @@ def student(name: str, function: bytes, seconds: float, cpu: int):
         kept.send({"function": name}, data=function)
         loaded[name] = digest
     return kept
+
+
+def prestart(cpu: int) -> None:
+    """Start this grading's process now, pinned to ``cpu``, with no function loaded, unless one is kept already: the
+    next case that asks :func:`student` for one finds it warm. Nothing is raised: a process that cannot be started
+    now is started by that case."""
+    from util.student_process import ChannelError, StudentProcess
+
+    if "student" in _KEPT:
+        return
+    try:
+        process = StudentProcess.start(HARNESS, max_data=MAX_REPLY, seconds=LIFETIME_SECONDS, cpu=cpu)
+    except ChannelError:
+        return
+    _KEPT.update(student=process, grading=_grading(), started=time.monotonic(), loaded={})
 
 
 def keep(process) -> None:

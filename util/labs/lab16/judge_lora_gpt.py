@@ -187,10 +187,17 @@ def check_lora_gpt(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
 
 def judge_case(spec: Mapping[str, Any], student) -> list[str]:
     """One case's call in ``student`` and every check of its answer (see the module's help)."""
-    import numpy as np
+    case = prepare(spec)
+    student.send({"lora": case["request"]}, data=case["data"])
+    reply, body = student.receive(timeout=START_SECONDS + CALL_SECONDS)
+    return judge_reply(spec, case, reply, body)
+
+
+def prepare(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """What one case sends and keeps: ``{"setting", "model", "ids", "values", "request", "data"}``, the model, the token
+    ids and the adapter values drawn from the grading secret (:func:`setting`), ``data`` the ``.npz`` sent."""
     import torch
 
-    from util.artifacts import _read_npz
     from util.judging import secret
     from util.labs.lab10.gpt import GPTConfig, seeded_gpt
     from util.labs.lab16.nets import lora_values
@@ -213,8 +220,21 @@ def judge_case(spec: Mapping[str, Any], student) -> list[str]:
         sent[f"A/{target}"], sent[f"B/{target}"] = a.numpy(), b.numpy()
     request = {"config": config, "r": r, "alpha": alpha, "batch": found["batch"], "length": found["length"],
                "targets": names}
-    student.send({"lora": request}, data=_npz(sent))
-    reply, body = student.receive(timeout=START_SECONDS + CALL_SECONDS)
+    return {"setting": found, "model": model, "ids": ids, "values": values, "request": request, "data": _npz(sent)}
+
+
+def judge_reply(spec: Mapping[str, Any], case: Mapping[str, Any], reply: Mapping[str, Any], body: bytes) -> list[str]:
+    """The problems of the student process's answer to ``case`` (:func:`prepare`; see the module's help)."""
+    import numpy as np
+    import torch
+
+    from util.artifacts import _read_npz
+    from util.labs.lab10.gpt import GPTConfig
+
+    found, model, ids, values = case["setting"], case["model"], case["ids"], case["values"]
+    r, alpha = found["r"], found["alpha"]
+    cfg = GPTConfig.from_dict(found["config"])
+    names = list(values)
     where = (f"lora_gpt on a TinyGPT of the grader's ({cfg.n_layer} block{'s' if cfg.n_layer > 1 else ''}, "
              f"{spec['attention']} attention, r={r})")
     if "memory" not in reply:

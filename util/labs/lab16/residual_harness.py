@@ -90,7 +90,15 @@ def serve(channel: Channel) -> None:
     or ``{"raised": message}``; or ``{"time": calls, "shape"}`` + images (float32): the last returned network run
     ``calls`` times on them, ``{"output": true}`` + its last output (float32); per 16.9 call ``{"lora": ...}``
     (:mod:`util.labs.lab16.lora_harness`); until the judge closes the socket. One process serves both tasks'
-    cases (:mod:`util.labs.lab16.judge_kept`): each function is loaded before any of its task's inputs reach it."""
+    cases (the judge keeps it, and may start it early: it imports PyTorch first): each function is loaded before any of its task's inputs reach it."""
+    import torch
+    import torch.fx  # noqa: F401 - the course's warm-up: what a tracing function imports first
+
+    from util.judging.student_code import load
+    from util.labs.lab10 import gpt  # noqa: F401 - what 16.9's calls build
+    from util.labs.lab16 import lora_harness, residual  # noqa: F401
+
+    torch.set_num_threads(1)      # all of it course code, before any function or input reaches this process
     functions: dict = {}
     last = None
     while True:
@@ -101,12 +109,6 @@ def serve(channel: Channel) -> None:
         if "function" in header:
             name = "prune_residual" if header["function"] is True else str(header["function"])
             try:
-                import torch
-                import torch.fx  # noqa: F401 - the course's warm-up: what a tracing function imports first
-
-                from util.judging.student_code import load
-
-                torch.set_num_threads(1)
                 functions[name] = load(data, limit=MAX_CODE)   # before any input of its task reaches this process
             except Exception as exc:  # a function that cannot be unpickled here
                 channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
@@ -114,9 +116,7 @@ def serve(channel: Channel) -> None:
             continue
         try:
             if "lora" in header:
-                from util.labs.lab16.lora_harness import answer
-
-                reply, body = answer(functions["lora_gpt"], header["lora"], data)
+                reply, body = lora_harness.answer(functions["lora_gpt"], header["lora"], data)
             elif "time" in header:
                 reply, body = _timed(last, header, data)
             else:
