@@ -5,7 +5,7 @@ window: the pickled loss loaded and 120 gradients asked for while the judge trai
 student process's CPU seconds the grader measured; and task 16.7's judge case by case (a student process each, its
 networks cut by the solution's prune_residual), the timed case apart (every group of a larger network cut, then the
 cut network timed in the student process against the dense one and its unstructured twin in the judge's), with the
-speed-ups it measured.
+speed-ups it measured; then task 16.9's judge case by case, in the student process 16.7's cases left.
 
 With ``--schedule-seeds N`` it measures only the margins of 16.8's re-run (the grader's loop over N fine-tuning
 orders: the course's schedule against schedules that prune all at once, and one cut).
@@ -119,7 +119,7 @@ def residual_seconds() -> dict[str, float]:
 
     from grader.author.solution import solution_namespace
     from grader.judge.isolated import serving
-    from util.labs.lab16 import judge_residual
+    from util.labs.lab16 import judge_lora_gpt, judge_residual
 
     task = get_lab("lab16").task("16.7")
     function = solution_namespace("lab16", ("16.7",))["prune_residual"]
@@ -143,6 +143,16 @@ def residual_seconds() -> dict[str, float]:
                 rows[f"16.7 judge: {case.id[:70]}"] = time.perf_counter() - start
                 if problems:
                     sys.exit(f"the 16.7 judge failed on the solution: {problems}")
+            lora = get_lab("lab16").task("16.9")      # in the student process 16.7's cases left (judge_kept)
+            buffer = io.BytesIO()
+            np.savez(buffer, function=np.frombuffer(cloudpickle.dumps(
+                solution_namespace("lab16", ("16.6", "16.9"))["lora_gpt"]), dtype=np.uint8))
+            for case in lora.cases:
+                start = time.perf_counter()
+                problems = judge_lora_gpt.check_lora_gpt(case.spec, buffer.getvalue(), lora.tolerance)
+                rows[f"16.9 judge: {case.id[:70]}"] = time.perf_counter() - start
+                if problems:
+                    sys.exit(f"the 16.9 judge failed on the solution: {problems}")
     finally:
         judge_residual.time_networks = timer
     for figures in measured:

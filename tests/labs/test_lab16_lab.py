@@ -85,15 +85,16 @@ def unpacked(data: bytes) -> dict:
 
 def test_declaration_adds_up_and_names_real_checks():
     assert LAB.max_points == 100
-    assert [t.max_points for t in LAB.tasks] == [11, 14, 12, 12, 16, 11, 12, 12]
+    assert [t.max_points for t in LAB.tasks] == [9, 14, 10, 10, 16, 9, 12, 10, 10]
     files = [case_file(c.spec) for t in LAB.tasks if t.grader_check for c in t.cases]
-    assert len(files) == len(set(files)) == 24
+    assert len(files) == len(set(files)) == 27
     for task in LAB.tasks:
         if task.grader_check:
             assert callable(artifacts.check_function(task))
-    assert all(case.seeds == ("seed",) for task in LAB.tasks if task.id not in ("16.7", "16.8") for case in task.cases)
+    assert all(case.seeds == ("seed",) for task in LAB.tasks if task.id not in ("16.7", "16.8", "16.9") for case in task.cases)
     assert all(not case.seeds and "seed" not in case.spec for case in LAB.task("16.7").cases)  # the secret draws them
     assert all(not case.seeds and "seed" not in case.spec for case in LAB.task("16.8").cases)  # a formula; an order
+    assert all(not case.seeds and "seed" not in case.spec for case in LAB.task("16.9").cases)  # the secret draws them
 
 
 def test_convnet_is_digits_cnn_with_its_names_and_forward():

@@ -101,7 +101,7 @@ def test_the_note_of_a_release_2_notebook_says_the_new_task_was_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 2 and "Release 3 (2026-12-02): A new task, 16.7" in note
-    assert "the tasks added since (16.7 and 16.8) were not part of your handout and are not graded" in note
+    assert "the tasks added since (16.7, 16.8 and 16.9) were not part of your handout and are not graded" in note
 
 
 @pytest.mark.notebook
@@ -113,7 +113,7 @@ def test_the_frozen_release_2_handout_keeps_its_marks(tmp_path):
     assert result.score == LAB.as_of(2).auto_points == 95  # and the 5 written points, marked by hand
     assert {t.task_id: t.max_score for t in result.tasks} == {"16.1": 15, "16.2": 20, "16.3": 13, "16.4": 16,
                                                               "16.5": 18, "16.6": 13}
-    assert "were not part of your handout" in result.notes[0]   # 16.7 and, since release 4, 16.8
+    assert "were not part of your handout" in result.notes[0]   # 16.7 and, since releases 4 and 5, 16.8 and 16.9
 
 
 # ---------------------------------------------------------------- the network and its groups

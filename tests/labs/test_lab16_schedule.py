@@ -154,7 +154,7 @@ def test_the_floor_separates_the_schedule_from_one_cut_on_every_order(seed):
 # ---------------------------------------------------------------- the release
 
 def test_release_4_adds_a_task_whose_points_came_from_four_others_and_release_3_keeps_its_shares():
-    assert LAB.release == 4 and LAB.tasks_since(3) == ("16.8",) and LAB.tasks_since(4) == ()
+    assert LAB.release >= 4 and LAB.tasks_since(3)[:1] == ("16.8",) and "16.8" not in LAB.tasks_since(4)
     three = LAB.as_of(3)
     assert [t.id for t in three.tasks] == ["16.1", "16.2", "16.3", "16.4", "16.5", "16.6", "16.7"]
     assert three.max_points == LAB.max_points == 100 and three.auto_points == LAB.auto_points == 95
@@ -162,10 +162,11 @@ def test_release_4_adds_a_task_whose_points_came_from_four_others_and_release_3_
         "16.1": [1.5] * 4, "16.2": [4] * 3, "16.3": [2.5] * 4, "16.4": [2] * 4, "16.5": [2, 2, 2, 10],
         "16.6": [4] * 2, "16.7": [4] * 3}   # as release 3 graded them
     assert [t.max_points for t in three.tasks] == [11, 17, 14, 12, 20, 11, 15]
-    assert {t.id: [c.points for c in t.cases] for t in LAB.tasks} == {
+    four = LAB.as_of(4)   # release 5 took points from 16.8 too (test_lab16_lora_gpt.py)
+    assert {t.id: [c.points for c in t.cases] for t in four.tasks} == {
         "16.1": [1.5] * 4, "16.2": [3] * 3, "16.3": [2] * 4, "16.4": [2] * 4, "16.5": [1.5, 1.5, 1.5, 7.5],
         "16.6": [4] * 2, "16.7": [3] * 3, "16.8": [2, 2, 2, 4]}
-    assert [t.max_points for t in LAB.tasks] == [11, 14, 12, 12, 16, 11, 12, 12]
+    assert [t.max_points for t in four.tasks] == [11, 14, 12, 12, 16, 11, 12, 12]
 
 
 def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
@@ -173,7 +174,7 @@ def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
                                  "metadata": {}}, LAB)
     note = releases.note(LAB, built)
     assert built.release == 3 and "Release 4 (2026-12-02): A new task, 16.8" in note
-    assert "the task added since (16.8) was not part of your handout and is not graded" in note
+    assert "the tasks added since (16.8 and 16.9) were not part of your handout and are not graded" in note
 
 
 @pytest.mark.notebook
@@ -185,4 +186,4 @@ def test_the_frozen_release_3_handout_keeps_its_marks(tmp_path):
     assert result.score == LAB.as_of(3).auto_points == 95  # and the 5 written points, marked by hand
     assert {t.task_id: t.max_score for t in result.tasks} == {"16.1": 11, "16.2": 17, "16.3": 11, "16.4": 12,
                                                               "16.5": 18, "16.6": 11, "16.7": 15}
-    assert "was not part of your handout" in result.notes[0]
+    assert "were not part of your handout" in result.notes[0]

@@ -29,10 +29,12 @@ nothing the call was not already sent.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Any, Mapping
 
 from util.contract import Tolerance
+from util.labs.lab16 import judge_kept as kept
 from util.labs.lab16.distill import MAX_PICKLE, value_inputs
 
 VALUE_RTOL = 1e-4
@@ -148,7 +150,9 @@ def retrain(spec: Mapping[str, Any], pickled: bytes) -> tuple[float | None, dict
     try:
         with StudentProcess.start(HARNESS, max_data=1 << 20, withhold=("digits",),
                                   seconds=START_SECONDS + float(spec["wall_seconds"]) + 30) as student:
-            # the student process imports PyTorch and warms up (course code) while the judge prepares the data
+            # the student process imports PyTorch and warms up (course code) while the judge prepares the data;
+            # the lab's other student process (16.7's and 16.9's) starts beside this run (judge_kept.prestart)
+            kept.prestart(max(os.sched_getaffinity(0)))
             split, seeds = digits_split(), draws(spec)
             torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # its one-off import (torch._dynamo), here too
             x, teacher, labels = distillation_data(split.x_train, split.y_train,

@@ -32,12 +32,11 @@ counted), and the CPU time of them all (the student process's counted by the gra
 machine waiting for a CPU adds wall time, not CPU time); the cut network must run at least ``min_speedup`` times as
 fast as the dense one, by either. A time the student's code reports is never used.
 
-**One student process for the task's cases**: a case starts its student process pinned to one CPU (the one the
-timed case measures on) and, when it passes, leaves it running for the next case of the same function (the same
-pickled bytes; :data:`REUSE_SECONDS`), which sends its own networks to it as a fresh process would have received
-them: the function was loaded first, before any network, and every call brings all the call needs. A case that
-fails, or whose process answered out of turn, ends its process; the next case starts a fresh one. Each start imports
-PyTorch again (about a second and a half on a quiet machine), which the three cases paid three times.
+**One student process for the lab's cases** (:mod:`util.labs.lab16.judge_kept`): a case starts its student process pinned
+to one CPU (the one the timed case measures on) and, when it passes, leaves it running for the next case of this
+grading (16.7's and 16.9's), which sends its own inputs to it as a fresh process would have received them: a
+function is loaded before any input of its task, and every call brings all the call needs. A case that fails, or
+whose process answered out of turn, ends its process; the next case starts a fresh one.
 
 Feedback names the convolution asked about and what differs, never the grader's figures.
 """
@@ -50,10 +49,10 @@ import time
 from typing import Any, Mapping, Sequence
 
 from util.contract import Tolerance
+from util.labs.lab16 import judge_kept as kept
 
 OUTPUT_RTOL = 1e-4
 """Outputs against the masked network's, relative to their largest magnitude (float32 sums in another order)."""
-HARNESS = "util.labs.lab16.residual_harness:serve"
 START_SECONDS = 60.0
 """How long the student process may take to start and load the function."""
 CALL_SECONDS = 30.0
@@ -61,33 +60,6 @@ CALL_SECONDS = 30.0
 ATTEMPTS = 2
 """How many times the timed case is measured before a network is found too slow (a burst of load on a shared
 machine can slow every call of one measurement; the course's network passes a second one)."""
-MAX_REPLY = 8 << 20
-"""The largest answer the judge takes back from the student process."""
-REUSE_SECONDS = 60.0
-"""A passing case's student process serves the next case of the same function only while it is younger than this: it
-still has most of its lifetime (the judge's timeout, 180 s) before it, where an honest case takes seconds."""
-_KEPT: dict[str, Any] = {}
-"""The student process a passing case left for the next (``function``: the sha256 of the pickled bytes, ``student``,
-``started``: when, by ``time.monotonic``)."""
-
-
-def _student(function: bytes, seconds: float, cpu: int):
-    """A student process with ``function`` loaded: the one the last passing case left, if it was the same function and
-    is young enough, else a fresh one (that one's first call loads it)."""
-    import hashlib
-
-    from util.student_process import StudentProcess
-
-    digest = hashlib.sha256(function).hexdigest()
-    kept = _KEPT.pop("student", None)
-    if kept is not None and _KEPT.get("function") == digest and time.monotonic() - _KEPT["started"] < REUSE_SECONDS:
-        return kept
-    if kept is not None:
-        kept.close()
-    student = StudentProcess.start(HARNESS, max_data=MAX_REPLY, seconds=seconds, cpu=cpu)
-    _KEPT.update(function=digest, started=time.monotonic())
-    student.send({"function": True}, data=function)
-    return student
 
 
 def weights_seed(spec: Mapping[str, Any], index: int = 0) -> int:
@@ -263,16 +235,16 @@ def check_residual(spec: Mapping[str, Any], data: bytes, tolerance: Tolerance) -
     seconds = START_SECONDS + CALL_SECONDS * (sum(map(len, todo)) + (int(timed["rounds"]) + 1 if timed else 0))
     student, passed = None, False
     try:
-        student = _student(arrays["function"].tobytes(), seconds, cpu)
+        student = kept.student("prune_residual", arrays["function"].tobytes(), seconds, cpu)
         problems = _judge(spec, student, todo, images, key, timed)
         passed = not problems
     except ChannelError as exc:
         problems = [f"the grader could not run prune_residual again ({exc})"]
     finally:
         if passed:
-            _KEPT["student"] = student     # for the next case of this function (see the module's help)
-        elif student is not None:
-            student.close()
+            kept.keep(student)     # for the next case (see the module's help)
+        else:
+            kept.drop(student)
     return problems
 
 

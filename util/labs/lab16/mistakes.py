@@ -3,7 +3,8 @@
 The expected failures were worked out by grading each variant. Each looks right on what its own task's answer
 shows and fails where a hidden case has the structure the mistake ignores: the last convolution cut (its channels
 feed the first Linear through ``flatten``), groups of four, a bias, a temperature other than 1, frozen weights, a
-convolution added to another (16.7), a schedule that prunes all at once (16.8).
+convolution added to another (16.7), a schedule that prunes all at once (16.8), adapters on every projection, the
+frozen layers' activations left out, a merge without alpha / r (16.9).
 """
 from util.contract import ANSWER, Mistake
 
@@ -22,6 +23,15 @@ SCHEDULE_CASES = (
     "DigitsCNN pruned again by the grader with your schedule to 95 % in 8 steps of 8 batches: at least 80 %",
 )
 """Task 16.8's cases: its mistake fails every one."""
+GPT_CASES = (
+    "a TinyGPT of one block with multi-head attention and a tied head",
+    "grouped-query attention in two blocks: each value projection narrower than the query's",
+    "multi-query attention in three blocks, the head not tied: the frozen blocks' activations kept for the first "
+    "block's adapters",
+)
+"""Task 16.9's cases: each of its mistakes fails every one."""
+LORA_CASES = ("a hidden layer and the output layer, r=4", "a DigitsCNN's fc, r=2, alpha=16")
+"""Task 16.6's cases."""
 
 MISTAKES = (
     Mistake(
@@ -129,6 +139,47 @@ MISTAKES = (
               "    return [final if k == steps else initial for k in range(1, steps + 1)]"),),
             (("    return [final + (initial - final) * (1 - k / steps) ** 3 for k in range(1, steps + 1)]",
               "    return [final + (initial - final) * (1 - k // steps) ** 3 for k in range(1, steps + 1)]"),),
+        ),
+    ),
+    Mistake(
+        name="lora_on_every_projection",
+        description="Adapts all four of each block's attention projections (q, k, v and o) instead of the query and "
+                    "value ones: the adapted model works and merges back, and it trains twice the adapters, with "
+                    "their gradients and Adam's moments.",
+        replacements=(('for p in ("q", "v")]\n    add_lora', 'for p in ("q", "k", "v", "o")]\n    add_lora'),),
+        expected_failures={"16.9": (ANSWER, *GPT_CASES)},
+        variants=(
+            (('targets = [f"blocks.{i}.attn.{p}" for i in range(len(model.blocks)) for p in ("q", "v")]',
+              'targets = [name for name, m in model.named_modules() if ".attn." in name and isinstance(m, nn.Linear)]'),),
+            (('for p in ("q", "v")]\n    add_lora', 'for p in "qkv"]\n    add_lora'),),
+        ),
+    ),
+    Mistake(
+        name="lora_memory_without_frozen_activations",
+        description="Counts as activations only what the adapters themselves keep (each adapter's input and x @ A.T), "
+                    "as if the frozen layers kept nothing for backward: the gradient of an early block's adapters "
+                    "flows back through every later block, whose inputs autograd keeps too.",
+        replacements=(("    activations = saved_bytes(model, batch, length)\n",
+                       "    activations = sum(batch * length * (m.base.in_features + m.r) * m.lora_A.element_size()\n"
+                       "                      for m in model.modules() if isinstance(m, LoRALinear))\n"),),
+        expected_failures={"16.9": (ANSWER, *GPT_CASES)},
+        variants=(
+            (("    activations = saved_bytes(model, batch, length)\n",
+              "    activations = 8 * batch * length * sum(m.lora_A.shape[1] + m.lora_A.shape[0]\n"
+              "                                           for m in model.modules() if hasattr(m, 'lora_A'))\n"),),
+        ),
+    ),
+    Mistake(
+        name="lora_merged_without_scaling",
+        description="Merges B A into the weight without the scaling alpha / r: the adapted model computes base(x) + "
+                    "(alpha / r) x A^T B^T, the merged one base(x) + x A^T B^T, which differ wherever alpha is not r "
+                    "(16.6's merge too, and the notebook's check of it).",
+        replacements=(("            merged.weight += self.scaling * (self.lora_B @ self.lora_A)\n",
+                       "            merged.weight += self.lora_B @ self.lora_A\n"),),
+        expected_failures={"16.6": (ANSWER, *LORA_CASES), "16.9": (ANSWER, *GPT_CASES)},
+        variants=(
+            (("            merged.weight += self.scaling * (self.lora_B @ self.lora_A)\n",
+              "            merged.weight.add_(self.lora_B @ self.lora_A / self.r)\n"),),
         ),
     ),
 )

@@ -5,7 +5,7 @@ The hand examples: for 16.1 two small Linear layers with the weights below, for 
 ``ConvNet`` (widths 6 and 8) against the same model with the dropped channels masked by PyTorch's own
 ``prune.ln_structured``, for 16.3 one row of 8 weights with ties, for 16.4 a Linear(6, 4), for 16.5 two classes
 whose softmaxes are worked out by hand, for 16.6 a two-layer ``nn.Sequential``, for 16.7 a one-block
-``ResidualNet`` (stem 4, an identity block of 2) whose stem is added to the block's output, for 16.8 the cubic schedule to 80 % in 4 steps worked out by hand.
+``ResidualNet`` (stem 4, an identity block of 2) whose stem is added to the block's output, for 16.8 the cubic schedule to 80 % in 4 steps worked out by hand, for 16.9 a one-block TinyGPT with\none key/value head.
 """
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ FC_FP32 = {"dense": 20_480, "indices": 10_880, "bitmask": 10_880, "csr": 30_808}
 RANKS = [1, 2, 4, 8, 16, 24, 32]
 LORA_FC = 4 * (512 + 10)
 """Trainable parameters of LoRA with r = 4 on DigitsCNN's fc: 2,088."""
+LORA_GPT = 2 * 2 * 4 * (64 + 64)
+"""Trainable parameters of LoRA with r = 4 on the q and v (64 -> 64) of TinyGPT's two blocks: 2,048."""
+GPT_PARAMS = 141_056
+"""Lab 10's TinyGPT's parameters (the tied head once)."""
 
 
 def _number(value: Any) -> bool:
@@ -231,6 +235,31 @@ def _tiny_lora(fn) -> str | None:
                  None if torch.allclose(before, after) else "a fresh adapter changed the outputs (lora_B starts at 0)")
 
 
+# ---------------------------------------------------------------- 16.9
+
+def _tiny_gpt(fn) -> str | None:
+    import torch
+
+    from util.labs.lab10.gpt import GPTConfig, seeded_gpt
+
+    cfg = GPTConfig(vocab=16, n_positions=8, d_model=8, n_layer=1, n_head=2, n_kv_head=1)
+    model = seeded_gpt(cfg, 0).double()
+    ids = torch.arange(6).reshape(1, 6)
+    with torch.no_grad():
+        before = model(ids)
+    found = fn(model, 2, 4.0, 1, 6)
+    if not isinstance(found, dict) or "model" not in found or "trainable" not in found:
+        return f"lora_gpt returned {type(found).__name__}; it should return {{'model', 'trainable', 'memory'}}"
+    adapted = found["model"]
+    trainable = sorted(name for name, p in adapted.named_parameters() if p.requires_grad)
+    with torch.no_grad():
+        after = adapted.eval()(ids)
+    return first(equal(trainable, [f"blocks.0.attn.{p}.lora_{m}" for p in "qv" for m in "AB"], "the trainable parameters"),
+                 equal(found["trainable"], 56, "trainable"),
+                 None if torch.allclose(before, after, rtol=0, atol=1e-12)
+                 else "a fresh adapter changed the logits (lora_B starts at 0, in the base's dtype)")
+
+
 # ---------------------------------------------------------------- 16.7
 
 RESIDUAL_GROUPS = [["block1.conv1"], ["block1.conv2", "stem"], ["block2.conv1"], ["block2.conv2", "block2.short"],
@@ -400,5 +429,25 @@ CHECKS: dict[str, tuple[Check, ...]] = {
               "network has the most weights to spare", calls_function=True),
         Check("from 50 % to 90 % in 2 steps: 85 %, 90 %", _cubic_from,
               "the schedule starts from initial (the sparsity before step 1), not from 0", calls_function=True),
+    ),
+    "16.9": (
+        Check("TinyGPT with LoRA (r=4) on q and v trains 2,048 parameters; every memory part is an int and the total "
+              "their sum; the activations are most of full fine-tuning's; merged equals adapted",
+              lambda a: first(equal(a["trainable"], LORA_GPT, "trainable"),
+                              *(first(has_keys(a[k], ["weights", "grads", "optimizer_state", "activations", "total"], k),
+                                      *(is_int(v, f"{k}[{p!r}]") for p, v in a[k].items()),
+                                      equal(a[k]["total"], a[k]["weights"] + a[k]["grads"] + a[k]["optimizer_state"]
+                                            + a[k]["activations"], f"{k}['total']")) for k in ("memory", "memory_full")),
+                              equal(a["memory"]["grads"], 8 * LORA_GPT, "memory['grads'] (float64)"),
+                              equal(a["memory_full"]["grads"], 8 * GPT_PARAMS, "memory_full['grads'] (float64)"),
+                              None if a["memory"]["activations"] >= a["memory_full"]["activations"] // 2
+                              else "memory['activations'] is less than half full fine-tuning's: the frozen blocks "
+                                   "keep their activations for the adapters before them",
+                              equal(a["merged_equal"], True, "merged_equal")),
+              "r (d_model + out) per adapted projection; weights 8 bytes per parameter in float64, the tied head once"),
+        Check("a one-block TinyGPT (d_model 8, 2 heads, 1 key/value head) with r=2: 2 x (8 + 8) + 2 x (8 + 4) = 56 "
+              "trainable parameters, the logits unchanged", _tiny_gpt,
+              "adapt blocks.0.attn.q and blocks.0.attn.v only; with one key/value head v is 8 -> 4",
+              calls_function=True),
     ),
 }

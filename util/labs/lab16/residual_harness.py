@@ -1,4 +1,4 @@
-"""The student's side of the grader's task 16.7, in a student process.
+"""The student's side of the grader's tasks 16.7 and 16.9 (``lora_harness.py``), in one student process.
 
 The grader prunes residual networks the notebook never shows, their weights drawn from the grading secret in its
 judge (``judge_residual.py``), with the student's ``prune_residual``. That function is student code, so it runs
@@ -84,36 +84,43 @@ def _timed(network, header: dict, data: bytes) -> tuple[dict, bytes]:
 
 
 def serve(channel: Channel) -> None:
-    """``{"function": true}`` + the pickled ``prune_residual``; then per call ``{"config", "conv", "keep"}`` + the
-    network's ``state_dict`` (an ``.npz``): ``{"group": [...]}`` + the returned network's tensors (an ``.npz``), or
-    ``{"raised": message}``; or ``{"time": calls, "shape"}`` + images (float32): the last returned network run
-    ``calls`` times on them, ``{"output": true}`` + its last output (float32); until the judge closes the socket."""
-    try:
-        _, pickled, _ = channel.receive()
-    except ChannelError:
-        return
-    try:
-        import torch
-        import torch.fx  # noqa: F401 - the course's warm-up: what a tracing function imports first
+    """``{"function": name}`` + a pickled function: loaded under ``name`` (``true``: ``prune_residual``), answered only
+    when it fails (``{"raised": message}``, and the process ends); then per 16.7 call ``{"config", "conv", "keep"}`` +
+    the network's ``state_dict`` (an ``.npz``): ``{"group": [...]}`` + the returned network's tensors (an ``.npz``),
+    or ``{"raised": message}``; or ``{"time": calls, "shape"}`` + images (float32): the last returned network run
+    ``calls`` times on them, ``{"output": true}`` + its last output (float32); per 16.9 call ``{"lora": ...}``
+    (:mod:`util.labs.lab16.lora_harness`); until the judge closes the socket. One process serves both tasks'
+    cases (the judge keeps it, and may start it early: it imports PyTorch first): each function is loaded before any of its task's inputs reach it."""
+    import torch
+    import torch.fx  # noqa: F401 - the course's warm-up: what a tracing function imports first
 
-        from util.judging.student_code import load
+    from util.judging.student_code import load
+    from util.labs.lab10 import gpt  # noqa: F401 - what 16.9's calls build
+    from util.labs.lab16 import lora_harness, residual  # noqa: F401
 
-        torch.set_num_threads(1)
-        function = load(pickled, limit=MAX_CODE)   # first, before any network reaches this process
-    except Exception as exc:  # a function that cannot be unpickled here
-        channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
-        return
+    torch.set_num_threads(1)      # all of it course code, before any function or input reaches this process
+    functions: dict = {}
     last = None
     while True:
         try:
             header, data, _ = channel.receive()
         except ChannelError:
             return
+        if "function" in header:
+            name = "prune_residual" if header["function"] is True else str(header["function"])
+            try:
+                functions[name] = load(data, limit=MAX_CODE)   # before any input of its task reaches this process
+            except Exception as exc:  # a function that cannot be unpickled here
+                channel.send({"raised": f"{type(exc).__name__}: {exc}"[:300]})
+                return
+            continue
         try:
-            if "time" in header:
+            if "lora" in header:
+                reply, body = lora_harness.answer(functions["lora_gpt"], header["lora"], data)
+            elif "time" in header:
                 reply, body = _timed(last, header, data)
             else:
-                result = function(_network(header, data), str(header["conv"]), int(header["keep"]))
+                result = functions["prune_residual"](_network(header, data), str(header["conv"]), int(header["keep"]))
                 reply, body = _answer(result)
                 last = result[1]
         except Exception as exc:  # the student's code may raise anything: say what, as the kernel would

@@ -14,6 +14,8 @@ NAMES = (
     "util:setup",
     "util:submit",
     "util.data:digits_split",
+    "util.labs.lab10.gpt:TINY",
+    "util.labs.lab10.gpt:seeded_gpt",
     "util.labs.lab16.costs:count_macs",
     "util.labs.lab16.costs:count_params",
     "util.labs.lab16.digits:accuracy",

@@ -6,7 +6,9 @@ shrinks (16.2); choose a 2:4 pattern and count its storage in stated formats (16
 parameter budget allows (16.4); write a distillation loss the grader trains a small student with (16.5); and add
 LoRA adapters, counting what training them costs, and merge them back (16.6); since release 3, prune a residual
 network (``residual.py``), whose channels are coupled through additions into groups found in the graph ``torch.fx``
-traces, cut as one by their summed importance (16.7).
+traces, cut as one by their summed importance (16.7); since release 4, prune by a schedule (16.8); since release 5,
+put LoRA on lab 10's TinyGPT's query and value projections, with the training memory the frozen layers still keep
+(16.9).
 
 What a correct answer must satisfy is decided by the grader on what the cases saved (``judge.py``,
 ``judge_distill.py``), never in the kernel: a pruned model's widths, parameters, MACs (lab 1's convention, counted
@@ -19,7 +21,10 @@ function runs in a student process on residual networks whose weights the judge 
 (``judge_residual.py``): the group it names against the architecture's, the network it returns rebuilt from its
 tensors alone, its parameters and MACs counted there and its outputs against the masked network the grader builds.
 16.8's schedule is checked against the cubic formula, and the grader prunes DigitsCNN again with it, with its own
-masks and an order of its own (``judge_schedule.py``).
+masks and an order of its own (``judge_schedule.py``). 16.9's function runs in the lab's student process (the one
+16.7's cases leave, ``judge_kept.py``) on TinyGPTs the judge draws from the grading secret (``judge_lora_gpt.py``):
+the trainable parameters counted from the tensors and flags the adapted model holds, its logits and merged weights
+against the grader's own adapters, its training memory against the grader's own measurement.
 """
 from __future__ import annotations
 
@@ -342,6 +347,17 @@ def _schedule(fn: Callable, spec: Mapping[str, Any]) -> Any:
     return {"schedule": values}
 
 
+def _lora_gpt(fn: Callable, spec: Mapping[str, Any]) -> Any:
+    """16.9: the student's ``lora_gpt`` pickled by value and saved: the grader runs it in the lab's student process on
+    TinyGPTs it draws itself from the grading secret (nothing is run here)."""
+    import cloudpickle
+    import numpy as np
+
+    from util.artifacts import save_arrays
+
+    return save_arrays({"function": np.frombuffer(cloudpickle.dumps(fn), dtype=np.uint8)}, spec, LAB_NAME)
+
+
 WRITTEN = {
     "16.3": (Written("16.Q1", "Pruning 80 % of DigitsCNN's weights by magnitude (16.1) left its parameters and MACs "
                      "as they were, and on a CPU a product with half its weights zero took as long as the dense "
@@ -366,7 +382,7 @@ TASKS = (
                "trained DigitsCNN",
         keys=("pruned_global_80", "sparsities", "global", "per_layer", "sensitivity", "fine_tuned_90"),
         tolerance=ACCURACY, function="magnitude_masks", run_case=_masks, checks=CHECKS["16.1"],
-        hidden_points=6,
+        hidden_points=4,
     ),
     Task(
         id="16.2", title="Channel pruning that shrinks the model", answer_points=5,
@@ -380,14 +396,14 @@ TASKS = (
         answer="{'accuracy', 'kept', 'fc_fp16', 'fc_fp32'} of DigitsCNN with 2:4 masks on conv2, conv3 and fc",
         keys=("accuracy", "kept", "fc_fp16", "fc_fp32"), tolerance=ACCURACY,
         function="two_four", run_case=_two_four, grader_check=f"{JUDGE}:check_two_four", checks=CHECKS["16.3"],
-        hidden_points=8,
+        hidden_points=6,
     ),
     Task(
         id="16.4", title="Low rank under a parameter budget", answer_points=4,
         answer="{'ranks', 'accuracy', 'relative_error', 'params', 'budget_rank'} of conv3 factorised",
         keys=("ranks", "accuracy", "relative_error", "params", "budget_rank"), tolerance=ACCURACY,
         function="low_rank", run_case=_low_rank, grader_check=f"{JUDGE}:check_low_rank", checks=CHECKS["16.4"],
-        hidden_points=8, judged=("object",),
+        hidden_points=6, judged=("object",),
     ),
     Task(
         id="16.5", title="Distillation with few labels", answer_points=2, written=WRITTEN["16.5"],
@@ -403,7 +419,7 @@ TASKS = (
                "with LoRA (r=4) on fc",
         keys=("trainable_full", "trainable_lora", "memory_full", "memory_lora", "merged_equal"), tolerance=EXACT,
         function="add_lora", run_case=_lora, grader_check=f"{JUDGE}:check_lora", checks=CHECKS["16.6"],
-        hidden_points=8, judged=("object",),
+        hidden_points=6, judged=("object",),
     ),
     Task(
         id="16.7", title="Pruning a residual network", answer_points=3, since=3,
@@ -419,10 +435,23 @@ TASKS = (
                "one cut to its sparsities at steps 2, 4, 6 and 8",
         keys=("schedule", "gradual", "one_shot"), tolerance=ACCURACY,
         function="cubic_schedule", run_case=_schedule, grader_check="util.labs.lab16.judge_schedule:check_schedule",
-        checks=CHECKS["16.8"], hidden_points=10,
+        checks=CHECKS["16.8"], hidden_points=8,
+    ),
+    Task(
+        id="16.9", title="LoRA where it is used: TinyGPT's attention", answer_points=2, since=5,
+        answer="{'trainable', 'memory', 'memory_full', 'merged_equal'}: lab 10's TinyGPT in float64 with LoRA (r=4, "
+               "alpha=8) on every block's q and v, trained on 4 sequences of 32 tokens",
+        keys=("trainable", "memory", "memory_full", "merged_equal"), tolerance=EXACT,
+        function="lora_gpt", run_case=_lora_gpt, grader_check="util.labs.lab16.judge_lora_gpt:check_lora_gpt",
+        checks=CHECKS["16.9"], hidden_points=8, judged=("function",),
     ),
 )
-"""The tasks of the current release (4), in notebook order."""
+"""The tasks of the current release (5), in notebook order."""
+
+BEFORE_5 = {"16.1": 6, "16.3": 8, "16.4": 8, "16.6": 8, "16.8": 10}
+"""Task id -> hidden points as release 4 declared them: release 5's task 16.9 took its 10 points from these tasks'
+hidden cases (2 each), each case keeping its share (``Lab.with_cases``: a notebook of release 4 is graded with every
+case worth what it was)."""
 
 BEFORE_4 = {"16.2": 12, "16.3": 10, "16.5": 16, "16.7": 12}
 """Task id -> hidden points as release 3 declared them: release 4's task 16.8 took its 12 points from these tasks'
@@ -465,6 +494,14 @@ LAB = Lab(
                 "16.5 (4) and 16.7 (3); a notebook of an earlier release is graded as it was.",
                 marker="A schedule, not a cut",
                 previous=tuple(replace(task, hidden_points=BEFORE_4[task.id]) for task in TASKS if task.id in BEFORE_4)),
+        Release(5, "2026-12-03", "A new task, 16.9: LoRA where it is used, on the query and value projections of lab 10's "
+                "TinyGPT, with its trainable parameters and training memory by lab 12's convention (the activations "
+                "kept through the frozen layers included), merged back; graded on TinyGPTs the grader draws afresh "
+                "at each grading and adapts with your function in a process of its own. Its 10 points come from the "
+                "hidden cases of tasks 16.1, 16.3, 16.4, 16.6 and 16.8 (2 each); a notebook of an earlier release is "
+                "graded as it was.",
+                marker="LoRA where it is used",
+                previous=tuple(replace(task, hidden_points=BEFORE_5[task.id]) for task in TASKS if task.id in BEFORE_5)),
     ),
     prepare="util.labs.lab16.tasks:prepare",
     tasks=TASKS,
