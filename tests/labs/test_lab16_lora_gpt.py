@@ -171,7 +171,7 @@ class _Process:
 
     def __init__(self, *args, **kwargs) -> None:
         _Process.started += 1
-        self.sent, self.closed = [], False
+        self.sent, self.closed, self.exit = [], False, None
 
     @classmethod
     def start(cls, *args, **kwargs):
@@ -182,6 +182,9 @@ class _Process:
 
     def close(self):
         self.closed = True
+
+    def stats(self):
+        return {"exit": self.exit}
 
 
 def test_the_kept_process_serves_only_its_grading_while_young_and_loads_each_function_once(monkeypatch):
@@ -210,7 +213,12 @@ def test_the_kept_process_serves_only_its_grading_while_young_and_loads_each_fun
     fourth = judge_kept.student("prune_residual", b"another function", 10, 0)
     assert fourth is not third and third.closed
     judge_kept.drop(fourth)                                           # a failing case: the next starts afresh
-    assert fourth.closed and judge_kept.student("lora_gpt", b"16.9", 10, 0) is not fourth
+    fifth = judge_kept.student("lora_gpt", b"16.9", 10, 0)
+    assert fourth.closed and fifth is not fourth
+    judge_kept.keep(fifth)
+    fifth.exit = -9                                                   # ended between cases (its lifetime, a close)
+    sixth = judge_kept.student("lora_gpt", b"16.9", 10, 0)
+    assert sixth is not fifth and fifth.closed and sixth.exit is None
 
 
 def test_the_judge_runs_both_tasks_in_one_student_process_through_the_real_judge_path(solution, tmp_path):

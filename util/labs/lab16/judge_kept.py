@@ -55,7 +55,8 @@ def student(name: str, function: bytes, seconds: float, cpu: int):
     kept = _KEPT.pop("student", None)
     loaded = _KEPT.get("loaded", {})
     fresh = kept is None or _KEPT.get("grading") != _grading() or \
-        time.monotonic() - _KEPT.get("started", 0.0) >= REUSE_SECONDS or loaded.get(name, digest) != digest
+        time.monotonic() - _KEPT.get("started", 0.0) >= REUSE_SECONDS or loaded.get(name, digest) != digest \
+        or not _alive(kept)
     if fresh:
         if kept is not None:
             kept.close()
@@ -66,6 +67,17 @@ def student(name: str, function: bytes, seconds: float, cpu: int):
         kept.send({"function": name}, data=function)
         loaded[name] = digest
     return kept
+
+
+def _alive(process) -> bool:
+    """Whether the grader says ``process`` still runs (a kept process can end between cases: its lifetime, or the
+    grader's service it was started under closed, as in a benchmark that calls the judges one after another)."""
+    from util.student_process import ChannelError
+
+    try:
+        return process.stats().get("exit") is None
+    except ChannelError:
+        return False
 
 
 def prestart(cpu: int) -> None:

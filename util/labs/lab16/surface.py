@@ -15,6 +15,7 @@ NAMES = (
     "util:submit",
     "util.data:digits_split",
     "util.labs.lab10.gpt:TINY",
+    "util.labs.lab10.gpt:TinyGPT",
     "util.labs.lab10.gpt:seeded_gpt",
     "util.labs.lab16.costs:count_macs",
     "util.labs.lab16.costs:count_params",
