@@ -1,11 +1,12 @@
 """Per lab: the solution gets full marks, the generated lab runs to the end and gets zero, and
-every example submission gets exactly the score its declared mistakes imply."""
+every example submission gets exactly the score its declared mistakes imply (each lab's first examples on every run,
+the ones CI's main job grades; every one under ``-m slow``)."""
 import ast
 import html
 
 import pytest
 
-from grader.author.build import LABS, SOLUTIONS, example_path, mistakes
+from grader.author.build import LABS, SOLUTIONS, every_run, example_path, mistakes
 from grader.core import safe_text
 from grader.core.results import ANSWER
 from grader.grade.diagnosis import _shown
@@ -16,7 +17,11 @@ from util.labs import folder as lab_folder
 
 pytestmark = pytest.mark.notebook
 LAB_NAMES = [name for name, lab in DECLARED.items() if lab.tasks]
-EXAMPLE_PARAMS = [pytest.param(name, m, id=f"{name}/{m.name}") for name in LAB_NAMES for m in mistakes(DECLARED[name])]
+EXAMPLE_PARAMS = [pytest.param(name, m, id=f"{name}/{m.name}",
+                               marks=() if m in every_run(DECLARED[name]) else pytest.mark.slow)
+                  for name in LAB_NAMES for m in mistakes(DECLARED[name])]
+"""Every example submission; those CI's main job does not grade (:func:`grader.author.build.every_run`) under
+``-m slow``, which grades the whole class."""
 
 
 @pytest.mark.parametrize("lab_name", LAB_NAMES)
