@@ -102,9 +102,10 @@ def test_models_and_inputs_stay_on_the_cpu_when_a_gpu_is_reported(monkeypatch):
 COMPILED_ON_A_GPU = {"lab14": "its Triton kernels are compiled, not interpreted, when a GPU is reported: a simulated "
                                 "GPU cannot run them (run on a real one: benchmarks/bench_lab14.py --kernels-only)"}
 """Labs whose GPU path needs a real GPU, so the simulation below says nothing about them."""
-ON_THE_DEFAULT_RUN = ("lab1", "lab10", "lab12")
-"""The labs whose notebooks use the device setup() returns (1, 10) or whose training meets torch's accelerator
-checks (12) are simulated on every run; every other lab only under ``-m slow`` (the same path, minutes more)."""
+ON_THE_DEFAULT_RUN = ("lab1", "lab12")
+"""A lab whose notebook uses the device setup() returns (1; lab 10 the same way, under ``-m slow``) and one whose
+training meets torch's accelerator checks (12) are simulated on every run; every other lab only under ``-m slow``
+(the same path, minutes more)."""
 NEEDS_THE_SANDBOX = "without the sandbox (bubblewrap)"
 """How a judge that withholds data from a student process refuses to run unsandboxed (labs 12.5 and 16.5)."""
 GPU_PARAMS = [pytest.param(name, marks=() if name in ON_THE_DEFAULT_RUN else pytest.mark.slow)

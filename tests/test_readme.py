@@ -79,7 +79,10 @@ def test_ci_runs_the_readme_quickstart():
                      "python -m grader grade grader/examples -j 2 --out build/gradebook", "python -m pytest"]
     ci = _code_lines("```\n" + (REPO / ".ci" / "run").read_text() + "\n```")
     assert "docker/setup.sh .venv" in ci and ". .venv/bin/activate" in ci
-    assert "python -m grader grade grader/examples -j 2 --out build/gradebook --no-progress" in ci
+    # the README's grading of the example class, on the examples each lab grades on every run (the README says so)
+    assert 'mapfile -t sample < <(python -m grader.author.build)' in ci
+    assert 'python -m grader grade "${sample[@]}" -j 2 --out build/gradebook --no-progress' in ci
+    assert "python -m grader.author.build" in README and "-m slow" in README
     # the README's test command, then the images' tests and the class server's in one step of their own
     # (pyproject's addopts leaves both out)
     assert ci[-1] == 'COURSE_IMAGES_REQUIRED=1 python -m pytest -m "images or hub"'

@@ -105,17 +105,13 @@ EVERY_RUN = 2
 """How many of each lab's example submissions (its first declared mistakes) CI's main job grades and the default test
 run checks against their declared scores. The whole class (97 submissions, 27 minutes on a quiet 2-core machine) is
 graded by the README's "Grade the example class" and checked by ``python -m pytest -m slow``: CI's run grew past its
-90 minutes with every example graded on every run (issue 50)."""
-NAMED_EVERY_RUN = {"lab8": ("in_place_reuse",), "lab12": ("fan_out_overwritten",)}
-"""Lab -> examples besides the first :data:`EVERY_RUN` that other tests read from CI's gradebook by name (disputes:
-``tests/test_disputes_and_leaderboard.py``)."""
+90 minutes with every example graded on every run."""
 
 
 def every_run(lab: Lab) -> tuple[Mistake, ...]:
-    """``lab``'s examples graded on every CI run: its first :data:`EVERY_RUN` mistakes and those
-    :data:`NAMED_EVERY_RUN` names, in declaration order."""
-    named = NAMED_EVERY_RUN.get(lab.name, ())
-    return tuple(m for index, m in enumerate(mistakes(lab)) if index < EVERY_RUN or m.name in named)
+    """``lab``'s examples graded on every CI run: its first :data:`EVERY_RUN` mistakes (a lab declares first the
+    examples other tests read from CI's gradebook by name)."""
+    return mistakes(lab)[:EVERY_RUN]
 
 
 def every_run_paths() -> list[Path]:
@@ -128,10 +124,6 @@ def every_run_paths() -> list[Path]:
             paths.append(path.parent if lab.support else path)
     return paths
 
-
-if __name__ == "__main__":  # python -m grader.author.build: the paths .ci/run grades, one a line
-    for found in every_run_paths():
-        print(found.relative_to(REPO).as_posix())
 
 
 def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
@@ -347,3 +339,8 @@ def main(*, labs: list[Lab], check_only: bool = False, clean_solutions: bool = F
     for path in _write(course_outputs()):
         print(f"wrote {_rel(path)}")
     return status
+
+
+if __name__ == "__main__":  # python -m grader.author.build: the paths .ci/run grades, one a line
+    for found in every_run_paths():
+        print(found.relative_to(REPO).as_posix())

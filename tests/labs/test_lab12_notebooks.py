@@ -21,6 +21,7 @@ def _variant(tmp_path, name, first_cells=(), last_cells=()):
     return path
 
 
+@pytest.mark.slow  # the same path as lab 5's (float-heavy training and folds), on every run
 def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     two = "import util\nutil.setup.__defaults__ = (util.SEED, 2)   # the notebook and the hidden cases at 2 threads"
     result = graded(_variant(tmp_path, "lab12_two_threads.ipynb", first_cells=[two]), "lab12")

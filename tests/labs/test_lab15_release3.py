@@ -84,6 +84,7 @@ def test_a_declaration_must_keep_every_releases_total():
         replace(LAB, releases=LAB.releases[:2] + (short,) + LAB.releases[3:])
 
 
+@pytest.mark.slow  # an earlier frozen release: the lab's latest frozen release keeps its marks on every run
 @pytest.mark.notebook
 def test_the_frozen_release_2_handout_keeps_its_marks(tmp_path):
     result = grade_submission(RELEASED, LAB, tmp_path)

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.notebook
 LAB = get_lab("lab16")
 
 
+@pytest.mark.slow  # the same path as lab 5's (float-heavy training and folds), on every run
 def test_the_solution_gets_full_marks_at_two_threads(graded, tmp_path):
     nb = nbformat.read(str(SOLUTIONS / LAB.notebook), as_version=4)
     two = "import util\nutil.setup.__defaults__ = (util.SEED, 2)   # the notebook and the hidden cases at 2 threads"

@@ -177,6 +177,7 @@ def test_the_note_of_a_release_3_notebook_says_the_new_task_was_not_graded():
     assert "the tasks added since (16.8 and 16.9) were not part of your handout and are not graded" in note
 
 
+@pytest.mark.slow  # an earlier frozen release: the lab's latest frozen release keeps its marks on every run
 @pytest.mark.notebook
 def test_the_frozen_release_3_handout_keeps_its_marks(tmp_path):
     result = grade_submission(RELEASED, LAB, tmp_path)
