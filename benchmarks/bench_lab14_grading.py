@@ -147,12 +147,39 @@ def gpu_kernels(defs: dict) -> None:
     rows.append((f"naive attention in PyTorch {heads} x {n} x {d} (3 kernels)",
                  lambda: triton.testing.do_bench(lambda: torch.softmax(qc @ kc.transpose(-1, -2) / 8, -1) @ vc) / 1e3,
                  c["naive_flops"], c["naive_bytes"]))
+    for causal in (False, True):  # 14.8: the backward compiled, O and L from PyTorch on the GPU
+        c = costs(n, d, heads, 64, causal)
+        rows.append((f"FlashAttention backward {heads} x {n} x {d}{', causal' if causal else ''}, blocks 64",
+                     lambda causal=causal: _gpu_backward(defs["flash_backward_kernel"], qc, kc, vc, causal, (64, 64)),
+                     5 * c["flash_flops"] // 2, total(judge.backward_traffic(heads, n, d, (64, 64), causal))))
     for label, measure, flops, nbytes in rows:
         try:
             measured = f"{measure() * 1e6:10.1f} us"
         except Exception as exc:  # a tile the compiler cannot fit: say so, keep measuring the others
             measured = f"failed ({type(exc).__name__}: {str(exc)[:60]})"
         print(f"  {label:56s} predicted {predicted(flops, nbytes) * 1e6:10.1f} us   measured {measured}")
+
+
+def _gpu_backward(kernel, q, k, v, causal: bool, block: tuple[int, int]) -> float:
+    """Seconds one compiled launch of the solution's ``flash_backward_kernel`` takes on ``q, k, v`` (on the GPU),
+    its O and L computed by PyTorch there. Predicted beside it: five matrix products of the forward's size (2.5 times
+    its FLOPs: S again, dV, dP, dQ, dK) and the bytes of :func:`util.labs.lab14.judge.backward_traffic`."""
+    import torch
+    import triton
+
+    from util.labs.lab14.launch import flash_backward_args
+
+    heads, n, d = q.shape
+    scores = q @ k.transpose(-1, -2) / d ** 0.5
+    if causal:
+        scores = scores.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    lse = torch.logsumexp(scores, -1).contiguous()
+    o = (torch.softmax(scores, -1) @ v).contiguous()
+    del scores
+    do = torch.randn_like(q)
+    dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+    grid, args = flash_backward_args(q, k, v, o, lse, do, dq, dk, dv, causal, block)
+    return float(triton.testing.do_bench(lambda: kernel[grid](*args))) / 1e3
 
 
 def grading_rows() -> dict[str, float]:
