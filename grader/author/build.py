@@ -125,7 +125,6 @@ def every_run_paths() -> list[Path]:
     return paths
 
 
-
 def validate_solution(lab: Lab, nb: nbformat.NotebookNode) -> list[str]:
     """Problems with the solution notebook itself."""
     problems = []
